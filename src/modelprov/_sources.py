@@ -1,0 +1,342 @@
+"""Sources (original operations) and the sources table modelprov stores in a model.
+
+A source is one operation of the unoptimized export: one FX node for a torch export, or
+one node for any other model. The table keeps every source's original metadata, pooled
+and deduplicated, under the model-level key ``modelprov.sources``; each node names its
+sources under the node-level key ``modelprov.sources``. Pure Python: no torch, no onnx.
+Formats: docs/metadata-format.md.
+"""
+
+from __future__ import annotations
+
+import ast
+import base64
+import dataclasses
+import json
+import re
+import types
+import zlib
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+
+from modelprov import _stack_trace
+from modelprov.errors import MetadataError
+
+__all__ = [
+    "FX_NODE_KEY",
+    "MAX_VALUE_BYTES",
+    "NAMESPACE_KEY",
+    "NAME_SCOPES_KEY",
+    "NODE_SOURCES_KEY",
+    "OUTPUT_OF_KEY",
+    "RESERVED_PREFIX",
+    "STACK_TRACE_KEY",
+    "TABLE_KEY",
+    "TABLE_VERSION",
+    "Source",
+    "SourceTable",
+    "dump_ids",
+    "parse_ids",
+]
+
+TABLE_KEY = "modelprov.sources"
+NODE_SOURCES_KEY = "modelprov.sources"
+OUTPUT_OF_KEY = "modelprov.output_of"
+TABLE_FORMAT = "modelprov.sources"
+TABLE_VERSION = 1
+RESERVED_PREFIX = "modelprov."
+
+FX_NODE_KEY = "pkg.torch.onnx.fx_node"
+STACK_TRACE_KEY = "pkg.torch.onnx.stack_trace"
+NAME_SCOPES_KEY = "pkg.torch.onnx.name_scopes"
+CLASS_HIERARCHY_KEY = "pkg.torch.onnx.class_hierarchy"
+NAMESPACE_KEY = "namespace"
+
+MAX_VALUE_BYTES = 1 << 20
+"""Largest metadata value accepted (1 MiB); larger ones are almost surely not provenance."""
+
+_FX_NAME = re.compile(r"^%(?P<name>[^\s:]+)\s*:")
+_FX_TARGET = re.compile(r"target=(?:torch\.ops\.)?(?P<target>[\w.:]+)")
+
+
+@dataclasses.dataclass(frozen=True)
+class Source:
+    """One original operation and the metadata it had in the unoptimized export.
+
+    Attributes:
+        id: unique within the model: the FX node's name, or ``node:<name>`` for nodes
+            that did not come from an FX node.
+        fx_node: the FX node's name ('' when unknown).
+        module_path: qualified name of the module that ran it ('' for the root module).
+        module_type: qualified class name of that module ('' when unknown).
+        target: the ATen target, e.g. ``aten.transpose.int`` ('' when unknown).
+        file: file of the innermost stack frame (None when there is no trace).
+        line: line of the innermost stack frame.
+        stack_trace: the full stack trace ('' when none).
+        metadata: every original key/value pair of the source, unchanged.
+    """
+
+    id: str
+    fx_node: str
+    module_path: str
+    module_type: str
+    target: str
+    file: str | None
+    line: int | None
+    stack_trace: str
+    metadata: Mapping[str, str]
+
+    @classmethod
+    def from_metadata(cls, source_id: str, metadata: Mapping[str, str]) -> Source:
+        """Builds a source from one node's original metadata."""
+        fx_text = metadata.get(FX_NODE_KEY, "")
+        fx_match = _FX_NAME.match(fx_text)
+        target_match = _FX_TARGET.search(fx_text)
+        scopes = _literal_list(metadata.get(NAME_SCOPES_KEY, ""))
+        classes = _literal_list(metadata.get(CLASS_HIERARCHY_KEY, ""))
+        trace = metadata.get(STACK_TRACE_KEY, "")
+        frame = _stack_trace.innermost_frame(trace) if trace else None
+        target = target_match["target"] if target_match else ""
+        if not target and classes and classes[-1].startswith("aten."):
+            target = classes[-1]
+        return cls(
+            id=source_id,
+            fx_node=fx_match["name"] if fx_match else "",
+            module_path=scopes[-2] if len(scopes) >= 2 else "",
+            module_type=classes[-2] if len(classes) >= 2 else "",
+            target=target,
+            file=frame.file if frame else None,
+            line=frame.line if frame else None,
+            stack_trace=trace,
+            metadata=types.MappingProxyType(dict(metadata)),
+        )
+
+
+def _literal_list(value: str) -> list[str]:
+    """Parses a Python list-of-strings literal (never evaluates code); [] when it is not."""
+    if not value.startswith("["):
+        return []
+    try:
+        parsed = ast.literal_eval(value)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return []
+    if isinstance(parsed, list) and all(isinstance(item, str) for item in parsed):
+        return parsed
+    return []
+
+
+def fx_node_name(metadata: Mapping[str, str]) -> str:
+    """The FX node name recorded in a node's metadata, or ''."""
+    match = _FX_NAME.match(metadata.get(FX_NODE_KEY, ""))
+    return match["name"] if match else ""
+
+
+class SourceTable:
+    """All sources of a model, in order of first appearance in the unoptimized export."""
+
+    def __init__(self, sources: Iterable[Source] = ()) -> None:
+        self._sources: list[Source] = []
+        self._index: dict[str, int] = {}
+        for source in sources:
+            self.add(source)
+
+    def add(self, source: Source) -> int:
+        """Adds a source and returns its index; a duplicate id is an error."""
+        if source.id in self._index:
+            raise MetadataError(f"sources table: duplicate source id {source.id!r}")
+        self._index[source.id] = len(self._sources)
+        self._sources.append(source)
+        return len(self._sources) - 1
+
+    def __len__(self) -> int:
+        return len(self._sources)
+
+    def __getitem__(self, index: int) -> Source:
+        return self._sources[index]
+
+    def __iter__(self) -> Iterator[Source]:
+        return iter(self._sources)
+
+    def __contains__(self, source_id: object) -> bool:
+        return source_id in self._index
+
+    def index_of(self, source_id: str) -> int:
+        """The index of a source id; MetadataError when the table lacks it."""
+        try:
+            return self._index[source_id]
+        except KeyError:
+            raise MetadataError(
+                f"node names source {source_id!r}, which the model's {TABLE_KEY!r} table "
+                "does not hold; the metadata was edited by hand or the table is stale — "
+                "rebuild it with modelprov.optimize or modelprov.recover"
+            ) from None
+
+    def by_id(self, source_id: str) -> Source:
+        """The source with this id."""
+        return self._sources[self.index_of(source_id)]
+
+    def ids(self, indices: Iterable[int]) -> list[str]:
+        """Source ids for indices, in table order."""
+        return [self._sources[index].id for index in sorted(indices)]
+
+    def dumps(self, *, carried: Collection[str] = ()) -> str:
+        """The versioned JSON form.
+
+        Sources in ``carried`` are left out of the entries (a node carries their metadata
+        verbatim) but keep their place in ``order``. Values are pooled, stack traces by
+        frame; the document is zlib-compressed and base64-encoded when that is smaller.
+        """
+        pool: dict[str, int] = {}
+
+        def intern(text: str) -> int:
+            index = pool.get(text)
+            if index is None:
+                index = pool[text] = len(pool)
+            return index
+
+        entries = []
+        for source in self._sources:
+            if source.id in carried:
+                continue
+            metadata = [
+                [intern(key), *(intern(chunk) for chunk in _stack_trace.split_chunks(value))]
+                for key, value in source.metadata.items()
+            ]
+            entries.append({"id": source.id, "metadata": metadata})
+        body = {
+            "order": [source.id for source in self._sources],
+            "strings": list(pool),
+            "sources": entries,
+        }
+        plain = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+        packed = base64.b64encode(zlib.compress(plain.encode(), 9)).decode("ascii")
+        header = {"format": TABLE_FORMAT, "version": TABLE_VERSION}
+        if len(packed) < len(plain):
+            document = {**header, "encoding": "zlib+base64", "payload": packed}
+        else:
+            document = {**header, "encoding": "json", **body}
+        return json.dumps(document, ensure_ascii=False, separators=(",", ":"))
+
+    @classmethod
+    def loads(cls, text: str, *, where: str = "model") -> tuple[SourceTable, list[str]]:
+        """Parses the JSON form into the stored sources and the order of all source ids."""
+        try:
+            document = json.loads(text)
+        except ValueError as error:
+            raise MetadataError(f"{where}: {TABLE_KEY!r} is not valid JSON: {error}") from None
+        if not isinstance(document, dict) or document.get("format") != TABLE_FORMAT:
+            raise MetadataError(f"{where}: {TABLE_KEY!r} is not a modelprov sources table")
+        version = document.get("version")
+        if version != TABLE_VERSION:
+            raise MetadataError(
+                f"{where}: sources table version {version!r} is not supported by this "
+                f"modelprov (supports {TABLE_VERSION}); upgrade modelprov"
+            )
+        encoding = document.get("encoding", "json")
+        if encoding == "zlib+base64":
+            try:
+                payload = zlib.decompress(base64.b64decode(document["payload"], validate=True))
+                document = json.loads(payload.decode("utf-8"))
+            except (KeyError, ValueError, zlib.error) as error:
+                raise MetadataError(
+                    f"{where}: sources table payload is corrupt ({error})"
+                ) from None
+        elif encoding != "json":
+            raise MetadataError(f"{where}: unknown sources table encoding {encoding!r}")
+        strings = document.get("strings")
+        entries = document.get("sources")
+        order = document.get("order")
+        if not isinstance(strings, list) or not isinstance(entries, list):
+            raise MetadataError(f"{where}: sources table lacks 'strings' or 'sources'")
+        table = cls()
+        try:
+            for entry in entries:
+                metadata = {
+                    strings[item[0]]: "".join(strings[index] for index in item[1:])
+                    for item in entry["metadata"]
+                }
+                table.add(Source.from_metadata(str(entry["id"]), metadata))
+        except (KeyError, IndexError, TypeError) as error:
+            raise MetadataError(f"{where}: malformed sources table entry ({error!r})") from None
+        if not isinstance(order, list) or not all(isinstance(item, str) for item in order):
+            order = [source.id for source in table]
+        return table, order
+
+
+def own_source_id(label: str, metadata: Mapping[str, str]) -> str:
+    """The id a node standing for itself gives its source: FX node name or node:<label>."""
+    return fx_node_name(metadata) or f"node:{label}"
+
+
+def original_metadata(metadata: Mapping[str, str]) -> dict[str, str]:
+    """A node's metadata without modelprov's own keys."""
+    return {k: v for k, v in metadata.items() if not k.startswith(RESERVED_PREFIX)}
+
+
+def collect_sources(
+    model_metadata: Mapping[str, str],
+    nodes: Sequence[tuple[str, Mapping[str, str]]],
+) -> tuple[SourceTable, list[list[str]]]:
+    """All sources of a model and each node's source ids, from metadata alone.
+
+    ``nodes`` are (label, metadata) pairs in graph order. Nodes naming their sources
+    (``modelprov.sources``) are looked up in the table; other nodes stand for themselves:
+    their metadata is their source's (a plain torch.onnx export, or a node modelprov left
+    as it was). Sources are ordered by the table's ``order``, then by first appearance.
+    """
+    text = model_metadata.get(TABLE_KEY)
+    stored, order = SourceTable.loads(text) if text else (SourceTable(), [])
+    found: dict[str, Source] = {source.id: source for source in stored}
+    variants: dict[str, int] = {}
+    node_ids: list[list[str]] = []
+    for label, metadata in nodes:
+        ids_text = metadata.get(NODE_SOURCES_KEY)
+        if ids_text is not None:
+            node_ids.append(parse_ids(ids_text, where=f"node {label!r}"))
+            continue
+        original = original_metadata(metadata)
+        if not original and not label:
+            node_ids.append([])
+            continue
+        base = own_source_id(label, original)
+        source_id = base
+        while source_id in found and dict(found[source_id].metadata) != original:
+            variants[base] = variants.get(base, 1) + 1
+            source_id = f"{base}#{variants[base]}"
+        if source_id not in found:
+            for key, value in original.items():
+                size = len(value.encode("utf-8", "surrogatepass"))
+                if size > MAX_VALUE_BYTES:
+                    raise MetadataError(
+                        f"node {label!r}: metadata key {key!r} holds {size} bytes (limit "
+                        f"{MAX_VALUE_BYTES}); strip or shorten it before running modelprov"
+                    )
+            found[source_id] = Source.from_metadata(source_id, original)
+        node_ids.append([source_id])
+    missing = [i for ids in node_ids for i in ids if i not in found]
+    if missing:
+        raise MetadataError(
+            f"nodes name source {missing[0]!r}, which the model's {TABLE_KEY!r} table does "
+            "not hold; the metadata was edited by hand or the table is stale"
+        )
+    ordered = [i for i in order if i in found]
+    seen = set(ordered)
+    for source_id in found:
+        if source_id not in seen:
+            ordered.append(source_id)
+    return SourceTable(found[i] for i in ordered), node_ids
+
+
+def dump_ids(ids: Sequence[str]) -> str:
+    """The node-level ``modelprov.sources`` value: a JSON array of source ids."""
+    return json.dumps(list(ids), ensure_ascii=False, separators=(",", ":"))
+
+
+def parse_ids(value: str, *, where: str) -> list[str]:
+    """Parses a node-level ``modelprov.sources`` value."""
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        parsed = None
+    if not isinstance(parsed, list) or not all(isinstance(item, str) for item in parsed):
+        raise MetadataError(f"{where}: {NODE_SOURCES_KEY!r} must be a JSON array of source ids")
+    return parsed

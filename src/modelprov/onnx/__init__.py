@@ -1,0 +1,1 @@
+"""ONNX side of modelprov: export, optimize, provenance lookup."""

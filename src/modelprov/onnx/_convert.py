@@ -1,0 +1,34 @@
+"""Model kinds at the edges: the core works on onnx_ir.Model, callers may hold protos."""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+import onnx
+import onnx_ir as ir
+
+__all__ = ["ModelLike", "to_ir_copy", "to_kind"]
+
+ModelLike = TypeVar("ModelLike", onnx.ModelProto, ir.Model)
+
+
+def to_ir_copy(model: onnx.ModelProto | ir.Model) -> ir.Model:
+    """An onnx_ir model the caller may change freely: the input stays untouched.
+
+    Tensors are shared with an ``ir.Model`` input (modelprov never writes weights).
+    """
+    if isinstance(model, ir.Model):
+        return model.clone()
+    if isinstance(model, onnx.ModelProto):
+        return ir.from_proto(model)
+    raise TypeError(
+        f"expected onnx.ModelProto or onnx_ir.Model, got {type(model).__name__}; "
+        "load files with onnx.load or onnx_ir.load first"
+    )
+
+
+def to_kind(model: ir.Model, like: onnx.ModelProto | ir.Model) -> onnx.ModelProto | ir.Model:
+    """Returns ``model`` as the same kind as ``like``."""
+    if isinstance(like, onnx.ModelProto):
+        return ir.to_proto(model)
+    return model

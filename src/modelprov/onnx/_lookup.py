@@ -1,0 +1,70 @@
+"""modelprov.sources: the original operations behind a node."""
+
+from __future__ import annotations
+
+import onnx
+import onnx_ir as ir
+
+from modelprov._correspond import all_nodes
+from modelprov._sources import Source, collect_sources
+from modelprov.onnx._provenance import node_label
+
+__all__ = ["node_sources", "sources"]
+
+
+def node_sources(model: ir.Model) -> list[tuple[ir.Node, list[Source]]]:
+    """Every node of the model (subgraphs included) with its sources, in graph order."""
+    nodes = all_nodes(model.graph)
+    table, node_ids = collect_sources(
+        dict(model.metadata_props),
+        [(node_label(node, i), dict(node.metadata_props)) for i, node in enumerate(nodes)],
+    )
+    return [
+        (node, [table.by_id(i) for i in ids]) for node, ids in zip(nodes, node_ids, strict=True)
+    ]
+
+
+def _proto_nodes(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
+    result: list[onnx.NodeProto] = []
+    for node in graph.node:
+        result.append(node)
+        for attribute in node.attribute:
+            if attribute.HasField("g"):
+                result.extend(_proto_nodes(attribute.g))
+            for subgraph in attribute.graphs:
+                result.extend(_proto_nodes(subgraph))
+    return result
+
+
+def sources(model: onnx.ModelProto | ir.Model, node: onnx.NodeProto | ir.Node) -> list[Source]:
+    """The original operations a node computes, in source order.
+
+    Works for any model modelprov wrote (it reads the model's sources table) and for a
+    plain torch.onnx export (one source per node, from the node's own metadata).
+
+    Args:
+        model: the model holding ``node`` (onnx.ModelProto or onnx_ir.Model).
+        node: one of its nodes, of the same form (onnx.NodeProto or onnx_ir.Node).
+    """
+    if isinstance(model, ir.Model) and isinstance(node, ir.Node):
+        for each, found in node_sources(model):
+            if each is node:
+                return found
+        raise ValueError(f"node {node.name!r} is not a node of this model")
+    if isinstance(model, onnx.ModelProto) and isinstance(node, onnx.NodeProto):
+        nodes = _proto_nodes(model.graph)
+        entries = [
+            (n.name or f"{n.op_type}@{i}", {e.key: e.value for e in n.metadata_props})
+            for i, n in enumerate(nodes)
+        ]
+        table, node_ids = collect_sources({e.key: e.value for e in model.metadata_props}, entries)
+        for candidate, ids in zip(nodes, node_ids, strict=True):
+            if candidate is node or candidate == node:
+                return [table.by_id(i) for i in ids]
+        raise ValueError(f"node {node.name!r} is not a node of this model")
+    else:
+        raise TypeError(
+            "sources(model, node) takes an onnx.ModelProto with one of its onnx.NodeProto, "
+            f"or an onnx_ir.Model with one of its onnx_ir.Node; got {type(model).__name__} "
+            f"and {type(node).__name__}"
+        )

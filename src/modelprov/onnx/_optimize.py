@@ -1,0 +1,160 @@
+"""modelprov.optimize: onnxscript's optimizer, with provenance carried through every change.
+
+The graph is exactly what onnxscript produces (the same call torch.onnx.export(optimize=True)
+makes); modelprov only watches what changed and rewrites metadata.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any, overload
+
+import onnx
+import onnx_ir as ir
+import onnxscript.optimizer
+import onnxscript.rewriter
+
+from modelprov._correspond import Change, Snapshot, diff
+from modelprov._stack_trace import TraceOptions
+from modelprov.onnx._convert import to_ir_copy, to_kind
+from modelprov.onnx._provenance import Provenance
+from modelprov.policy import Policies
+
+__all__ = ["OptimizeProvenancePass", "StepRecord", "optimize"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class StepRecord:
+    """What one step of the optimization did to the graph and its provenance."""
+
+    name: str
+    nodes_before: int
+    nodes_after: int
+    new_nodes: int
+    removed_nodes: int
+    eliminated_nodes: int
+    unanchored_nodes: int
+    lost_sources: tuple[str, ...]
+
+
+def track(
+    model: ir.Model, provenance: Provenance, name: str, step: Callable[[], object]
+) -> StepRecord:
+    """Runs ``step`` (which changes ``model`` in place) and moves provenance along."""
+    before = Snapshot.of(model.graph)
+    lost_before = set(provenance.lost)
+    step()
+    change: Change = diff(before, model.graph)
+    provenance.apply(change, model.graph)
+    if change.unanchored:
+        logger.info(
+            "%s: %d new node(s) could not be attributed: %s",
+            name,
+            len(change.unanchored),
+            ", ".join(node.name or node.op_type for node in change.unanchored[:5]),
+        )
+    lost = provenance.table.ids(provenance.lost - lost_before)
+    return StepRecord(
+        name=name,
+        nodes_before=len(before.nodes),
+        nodes_after=sum(1 for _ in ir.traversal.RecursiveGraphIterator(model.graph)),
+        new_nodes=len(change.new_nodes),
+        removed_nodes=len(change.removed),
+        eliminated_nodes=len(change.eliminated),
+        unanchored_nodes=len(change.unanchored),
+        lost_sources=tuple(lost),
+    )
+
+
+class OptimizeProvenancePass(ir.passes.InPlacePass):
+    """onnxscript's optimizer plus user rewrite rules, with provenance kept by the policies.
+
+    Steps: ``onnxscript.optimizer.optimize_ir`` (constant folding, default rewrite rules,
+    unused-node and identity removal, constant lifting, CSE, name fixing); then the user
+    ``rules`` through ``onnxscript.rewriter.rewrite``, followed by one more optimizer run
+    when a rule fired. After each step the graph is compared with the graph before it and
+    every node's sources are updated; at the end metadata is written by the policies.
+    """
+
+    def __init__(
+        self,
+        *,
+        policies: Policies | None = None,
+        rules: Sequence[Any] | None = None,
+        trace_options: TraceOptions | None = None,
+    ) -> None:
+        super().__init__()
+        self.policies = policies
+        self.rules = list(rules) if rules else []
+        self.trace_options = trace_options
+        self.steps: list[StepRecord] = []
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        provenance = Provenance.read(model, trace_options=self.trace_options)
+        self.steps = [track(model, provenance, "onnxscript.optimizer", lambda: _optimize_ir(model))]
+        if self.rules:
+            record = track(
+                model,
+                provenance,
+                "user rules",
+                lambda: onnxscript.rewriter.rewrite(model, pattern_rewrite_rules=self.rules),
+            )
+            self.steps.append(record)
+            if record.new_nodes or record.removed_nodes:
+                self.steps.append(
+                    track(
+                        model,
+                        provenance,
+                        "onnxscript.optimizer (after user rules)",
+                        lambda: _optimize_ir(model),
+                    )
+                )
+        provenance.write(model, policies=self.policies, trace_options=self.trace_options)
+        return ir.passes.PassResult(model, modified=True)
+
+
+def _optimize_ir(model: ir.Model) -> None:
+    onnxscript.optimizer.optimize_ir(model)
+
+
+@overload
+def optimize(
+    model: onnx.ModelProto,
+    *,
+    policies: Policies | None = ...,
+    rules: Sequence[Any] | None = ...,
+    trace_options: TraceOptions | None = ...,
+) -> onnx.ModelProto: ...
+@overload
+def optimize(
+    model: ir.Model,
+    *,
+    policies: Policies | None = ...,
+    rules: Sequence[Any] | None = ...,
+    trace_options: TraceOptions | None = ...,
+) -> ir.Model: ...
+def optimize(
+    model: onnx.ModelProto | ir.Model,
+    *,
+    policies: Policies | None = None,
+    rules: Sequence[Any] | None = None,
+    trace_options: TraceOptions | None = None,
+) -> onnx.ModelProto | ir.Model:
+    """Optimizes like torch.onnx.export(optimize=True) and keeps every node's provenance.
+
+    Args:
+        model: an onnx.ModelProto or onnx_ir.Model; it is not modified.
+        policies: per-key merge policies (default: modelprov.DEFAULT_POLICIES).
+        rules: extra onnxscript rewrite rules (``onnxscript.rewriter.pattern.RewriteRule``).
+        trace_options: stack-trace path rewriting and per-node size budget.
+
+    Returns:
+        The optimized model, of the same kind as ``model``.
+    """
+    working = to_ir_copy(model)
+    OptimizeProvenancePass(policies=policies, rules=rules, trace_options=trace_options)(working)
+    return to_kind(working, model)

@@ -1,0 +1,276 @@
+"""Provenance of an onnx_ir model in memory: which sources each node and value carries.
+
+Read it from a model (from modelprov's table, or from torch.onnx's per-node metadata),
+apply the :class:`~modelprov._correspond.Change` of each step, write it back as metadata
+merged by the policies.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Iterable, Mapping
+
+import onnx_ir as ir
+
+from modelprov import _stack_trace
+from modelprov._correspond import Change, all_nodes
+from modelprov._sources import (
+    NODE_SOURCES_KEY,
+    OUTPUT_OF_KEY,
+    RESERVED_PREFIX,
+    STACK_TRACE_KEY,
+    TABLE_KEY,
+    Source,
+    SourceTable,
+    collect_sources,
+    dump_ids,
+    own_source_id,
+    parse_ids,
+)
+from modelprov.policy import DEFAULT_POLICIES, MergeContext, Policies
+
+__all__ = ["Provenance", "node_label"]
+
+logger = logging.getLogger(__name__)
+
+
+def node_label(node: ir.Node, position: int) -> str:
+    """A node's name, or ``<op_type>@<position>`` for unnamed nodes."""
+    return node.name or f"{node.op_type}@{position}"
+
+
+def _rewritten(source: Source, options: _stack_trace.TraceOptions) -> Source:
+    trace = source.metadata.get(STACK_TRACE_KEY)
+    if not trace:
+        return source
+    metadata = dict(source.metadata)
+    metadata[STACK_TRACE_KEY] = _stack_trace.rewrite_paths(trace, options)
+    return Source.from_metadata(source.id, metadata)
+
+
+@dataclasses.dataclass
+class Provenance:
+    """Sources per node and per value (the sources whose output a value is)."""
+
+    table: SourceTable
+    node_sources: dict[ir.Node, frozenset[int]]
+    value_sources: dict[ir.Value, frozenset[int]]
+    lost: set[int] = dataclasses.field(default_factory=set)
+
+    @classmethod
+    def read(
+        cls, model: ir.Model, *, trace_options: _stack_trace.TraceOptions | None = None
+    ) -> Provenance:
+        """Reads provenance from a model modelprov wrote, or starts it from a plain export."""
+        nodes = all_nodes(model.graph)
+        table, node_ids = collect_sources(
+            dict(model.metadata_props),
+            [
+                (node_label(node, position), dict(node.metadata_props))
+                for position, node in enumerate(nodes)
+            ],
+        )
+        if trace_options is not None:
+            table = SourceTable(_rewritten(source, trace_options) for source in table)
+        node_sources = {
+            node: frozenset(table.index_of(i) for i in ids)
+            for node, ids in zip(nodes, node_ids, strict=True)
+        }
+        provenance = cls(table=table, node_sources=node_sources, value_sources={})
+        provenance.value_sources = provenance._read_value_sources(model)
+        return provenance
+
+    def _read_value_sources(self, model: ir.Model) -> dict[ir.Value, frozenset[int]]:
+        derived = self.derived_value_sources(model)
+        result: dict[ir.Value, frozenset[int]] = {}
+        for value, sources in derived.items():
+            explicit = value.metadata_props.get(OUTPUT_OF_KEY)
+            if explicit is not None:
+                ids = parse_ids(explicit, where=f"value {value.name!r}")
+                result[value] = frozenset(self.table.index_of(i) for i in ids if i in self.table)
+            else:
+                result[value] = sources
+        return result
+
+    def derived_value_sources(self, model: ir.Model) -> dict[ir.Value, frozenset[int]]:
+        """Default rule: a value is a source's output when it leaves that source's nodes."""
+        graph_outputs: set[ir.Value] = set()
+        for node in [None, *all_nodes(model.graph)]:
+            graphs = [model.graph] if node is None else _subgraphs(node)
+            for graph in graphs:
+                graph_outputs.update(graph.outputs)
+        result: dict[ir.Value, frozenset[int]] = {}
+        for node in all_nodes(model.graph):
+            own = self.node_sources.get(node, frozenset())
+            if len(own) != 1:
+                continue
+            for value in node.outputs:
+                consumers = [use.node for use in value.uses()]
+                leaves = value in graph_outputs or any(
+                    not own <= self.node_sources.get(consumer, frozenset())
+                    for consumer in consumers
+                )
+                result[value] = own if leaves else frozenset()
+        return result
+
+    def apply(self, change: Change, graph: ir.Graph) -> None:
+        """Moves sources along one step's change."""
+        updated: dict[ir.Node, frozenset[int]] = {}
+        for node, claimed in change.absorbed.items():
+            merged = set(self.node_sources.get(node, frozenset()))
+            for old_node in claimed:
+                merged.update(self.node_sources.get(old_node, frozenset()))
+            updated[node] = frozenset(merged)
+        for new_value, olds in change.replaced.items():
+            merged = set(self.value_sources.get(new_value, frozenset()))
+            for old_value in olds:
+                merged.update(self.value_sources.get(old_value, frozenset()))
+            self.value_sources[new_value] = frozenset(merged)
+        self.node_sources.update(updated)
+        current = all_nodes(graph)
+        kept: set[int] = set()
+        for node in current:
+            kept.update(self.node_sources.setdefault(node, frozenset()))
+        for node in change.removed:
+            for index in self.node_sources.pop(node, frozenset()):
+                if index not in kept:
+                    self.lost.add(index)
+        self.lost -= kept
+        live_values = {value for node in current for value in node.outputs}
+        self.value_sources = {
+            value: sources
+            for value, sources in self.value_sources.items()
+            if value in live_values or value.producer() is None
+        }
+
+    def write(
+        self,
+        model: ir.Model,
+        *,
+        policies: Policies | None = None,
+        trace_options: _stack_trace.TraceOptions | None = None,
+    ) -> None:
+        """Writes merged node and value metadata and the sources table into ``model``."""
+        policies = policies if policies is not None else DEFAULT_POLICIES
+        max_bytes = trace_options.max_bytes if trace_options is not None else None
+        source_keys = {key for source in self.table for key in source.metadata}
+        derived = self.derived_value_sources(model)
+        carried: set[str] = set()
+        for position, node in enumerate(all_nodes(model.graph)):
+            indices = sorted(self.node_sources.get(node, frozenset()))
+            outputs: set[int] = set()
+            for value in node.outputs:
+                outputs.update(self.value_sources.get(value, frozenset()))
+            merged = self.merged_metadata(
+                indices, outputs, policies, label=node_label(node, position), max_bytes=max_bytes
+            )
+            foreign = {
+                key: value
+                for key, value in node.metadata_props.items()
+                if key not in source_keys and not key.startswith(RESERVED_PREFIX)
+            }
+            node.metadata_props.clear()
+            node.metadata_props.update(merged)
+            node.metadata_props.update(foreign)
+            label = node_label(node, position)
+            if len(indices) == 1 and self._carries(indices[0], label, merged):
+                carried.add(self.table[indices[0]].id)
+            elif indices:
+                node.metadata_props[NODE_SOURCES_KEY] = dump_ids(self.table.ids(indices))
+            for value in node.outputs:
+                self._write_value(value, policies, derived.get(value))
+        if len(carried) == len(self.table):
+            model.metadata_props.pop(TABLE_KEY, None)
+        else:
+            model.metadata_props[TABLE_KEY] = self.table.dumps(carried=carried)
+
+    def _carries(self, index: int, label: str, merged: Mapping[str, str]) -> bool:
+        """True when a node's own metadata identifies and holds its one source verbatim."""
+        source = self.table[index]
+        return dict(merged) == dict(source.metadata) and own_source_id(label, merged) == source.id
+
+    def _write_value(
+        self, value: ir.Value, policies: Policies, derived: frozenset[int] | None
+    ) -> None:
+        sources = sorted(self.value_sources.get(value, frozenset()))
+        for key in [key for key in value.metadata_props if policies.is_value_scoped(key)]:
+            del value.metadata_props[key]
+        value.metadata_props.pop(OUTPUT_OF_KEY, None)
+        if frozenset(sources) != (derived or frozenset()):
+            value.metadata_props[OUTPUT_OF_KEY] = dump_ids(self.table.ids(sources))
+        if not sources:
+            return
+        keys = _ordered_keys(self.table[index] for index in sources)
+        for key in keys:
+            if not policies.is_value_scoped(key):
+                continue
+            values, ids = _values_of(self.table, sources, key)
+            if not values:
+                continue
+            ctx = MergeContext(key, value.name or "", (True,) * len(values), ids)
+            result = policies.merge(key, values, ctx)
+            if result is not None:
+                value.metadata_props[key] = result
+
+    def merged_metadata(
+        self,
+        indices: list[int],
+        outputs: set[int],
+        policies: Policies,
+        *,
+        label: str,
+        max_bytes: int | None = None,
+    ) -> dict[str, str]:
+        """The merged metadata of a node with these sources (sorted indices)."""
+        merged: dict[str, str] = {}
+        sources = [self.table[index] for index in indices]
+        for key in _ordered_keys(sources):
+            values, ids = _values_of(self.table, indices, key)
+            scoped = policies.is_value_scoped(key)
+            if len(sources) == 1 and not scoped:
+                merged[key] = sources[0].metadata[key]
+                continue
+            flags = tuple(self.table.index_of(i) in outputs for i in ids)
+            result = policies.merge(key, values, MergeContext(key, label, flags, ids))
+            if result is None:
+                continue
+            if (
+                key == STACK_TRACE_KEY
+                and max_bytes is not None
+                and len(result.encode()) > max_bytes
+            ):
+                result = _stack_trace.format_merged_traces(values, max_bytes=max_bytes)
+            merged[key] = result
+        return merged
+
+
+def _subgraphs(node: ir.Node) -> list[ir.Graph]:
+    graphs: list[ir.Graph] = []
+    for attribute in node.attributes.values():
+        if attribute.type == ir.AttributeType.GRAPH:
+            graphs.append(attribute.as_graph())
+        elif attribute.type == ir.AttributeType.GRAPHS:
+            graphs.extend(attribute.as_graphs())
+    return graphs
+
+
+def _ordered_keys(sources: Iterable[Source]) -> list[str]:
+    keys: dict[str, None] = {}
+    for source in sources:
+        keys.update(dict.fromkeys(source.metadata))
+    return list(keys)
+
+
+def _values_of(
+    table: SourceTable, indices: Iterable[int], key: str
+) -> tuple[list[str], tuple[str, ...]]:
+    values: list[str] = []
+    ids: list[str] = []
+    for index in indices:
+        source = table[index]
+        value = source.metadata.get(key)
+        if value:
+            values.append(value)
+            ids.append(source.id)
+    return values, tuple(ids)

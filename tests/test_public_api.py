@@ -1,0 +1,51 @@
+"""Pins the public API: additions are deliberate, removals are breaking."""
+
+import modelprov
+import modelprov.policy
+
+
+def test_public_names() -> None:
+    assert sorted(modelprov.__all__) == sorted(
+        [
+            "DEFAULT_POLICIES",
+            "DiffReport",
+            "MergeContext",
+            "OptimizeProvenancePass",
+            "Policies",
+            "Recall",
+            "Source",
+            "StepRecord",
+            "TraceOptions",
+            "annotate",
+            "annotations",
+            "calibrate",
+            "diff",
+            "errors",
+            "export",
+            "optimize",
+            "policy",
+            "sources",
+        ]
+    )
+    for name in modelprov.__all__:
+        assert hasattr(modelprov, name), name
+
+
+def test_policy_module_names() -> None:
+    for name in [
+        "union",
+        "join",
+        "common_prefix",
+        "stack_traces",
+        "min",
+        "max",
+        "from_output",
+        "first",
+        "drop",
+        "error_on_conflict",
+        "value_scoped",
+        "Policies",
+        "DEFAULT_POLICIES",
+        "MergeContext",
+    ]:
+        assert name in modelprov.policy.__all__, name
