@@ -7,12 +7,12 @@ import collections
 import numpy as np
 import onnxscript.optimizer
 import pytest
-from tests._checks import ancestors, run, run_all_values
-from tests.conftest import example_inputs
 
 import modelprov
 from modelprov._sources import fx_node_name
 from modelprov.audit._diff import dynamic_nodes
+from tests._checks import ancestors, run, run_all_values
+from tests.conftest import example_inputs
 
 MODELS = ["double_transpose", "cnn", "transformer_encoder", "gpt2"]
 

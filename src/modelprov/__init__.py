@@ -20,6 +20,7 @@ from modelprov.onnx._export import export
 from modelprov.onnx._lookup import sources
 from modelprov.onnx._optimize import OptimizeProvenancePass, StepRecord, optimize
 from modelprov.policy import DEFAULT_POLICIES, MergeContext, Policies
+from modelprov.stablehlo import StableHLOProgram, export_stablehlo
 
 __all__ = [
     "DEFAULT_POLICIES",
@@ -29,6 +30,7 @@ __all__ = [
     "Policies",
     "Recall",
     "Source",
+    "StableHLOProgram",
     "StepRecord",
     "TraceOptions",
     "annotate",
@@ -37,6 +39,7 @@ __all__ = [
     "diff",
     "errors",
     "export",
+    "export_stablehlo",
     "optimize",
     "policy",
     "sources",

@@ -25,7 +25,9 @@ _DEMO_MODELS = ("double_transpose", "transformer_encoder")
 def _quiet_export(model: torch.nn.Module, args: tuple[object, ...], optimize: bool) -> ir.Model:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return torch.onnx.export(model, args, dynamo=True, optimize=optimize, verbose=False).model
+        program = torch.onnx.export(model, args, dynamo=True, optimize=optimize, verbose=False)
+    model_ir: ir.Model = program.model
+    return model_ir
 
 
 def run_demo(out: TextIO, *, folder: str | None = None) -> str:

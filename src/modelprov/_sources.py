@@ -17,6 +17,7 @@ import re
 import types
 import zlib
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
 from modelprov import _stack_trace
 from modelprov.errors import MetadataError
@@ -262,6 +263,23 @@ class SourceTable:
         return table, order
 
 
+def check_text(metadata: Mapping[Any, Any], *, where: str) -> None:
+    """Raises MetadataError when a key or value is not valid UTF-8 text (protobuf hands
+    such strings over as bytes)."""
+    for key, value in metadata.items():
+        if not isinstance(key, str):
+            raise MetadataError(
+                f"{where}: metadata key {key!r} is not valid UTF-8; remove it or run "
+                "modelprov recover, which repairs invalid metadata"
+            )
+        if not isinstance(value, str):
+            raise MetadataError(
+                f"{where}: the value of metadata key {key!r} is not valid UTF-8 "
+                f"({value!r:.60}); fix it or run modelprov recover, which repairs "
+                "invalid metadata"
+            )
+
+
 def own_source_id(label: str, metadata: Mapping[str, str]) -> str:
     """The id a node standing for itself gives its source: FX node name or node:<label>."""
     return fx_node_name(metadata) or f"node:{label}"
@@ -293,6 +311,7 @@ def collect_sources(
         if ids_text is not None:
             node_ids.append(parse_ids(ids_text, where=f"node {label!r}"))
             continue
+        check_text(metadata, where=f"node {label!r}")
         original = original_metadata(metadata)
         if not original and not label:
             node_ids.append([])

@@ -32,7 +32,7 @@ def _output_path(args: argparse.Namespace) -> str:
         raise ModelprovError(
             f"{args.output}: the output is also an input; pass --in-place to overwrite it"
         )
-    return args.output
+    return str(args.output)
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:

@@ -1,0 +1,95 @@
+"""Sources and the sources table format."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from modelprov._sources import Source, SourceTable, collect_sources, dump_ids
+from modelprov.errors import MetadataError
+
+TRACE = 'File "/m.py", line 4, in forward\n    k = k.transpose(1, 2)'
+
+
+def _meta(name: str, line: int = 4) -> dict[str, str]:
+    return {
+        "namespace": f": M/{name}: aten.transpose.int",
+        "pkg.torch.onnx.name_scopes": f"['', 'blk', '{name}']",
+        "pkg.torch.onnx.class_hierarchy": "['M', 'B', 'aten.transpose.int']",
+        "pkg.torch.onnx.fx_node": f"%{name} : [num_users=1] = call_function"
+        f"[target=torch.ops.aten.transpose.int](args = (%k, 1, 2), kwargs = {{}})",
+        "pkg.torch.onnx.stack_trace": TRACE.replace("line 4", f"line {line}"),
+    }
+
+
+def test_source_fields_from_torch_metadata() -> None:
+    source = Source.from_metadata("transpose", _meta("transpose"))
+    assert source.fx_node == "transpose"
+    assert source.module_path == "blk"
+    assert source.module_type == "B"
+    assert source.target == "aten.transpose.int"
+    assert (source.file, source.line) == ("/m.py", 4)
+
+
+@pytest.mark.parametrize("count", [1, 40])
+def test_table_round_trip_plain_and_compressed(count: int) -> None:
+    table = SourceTable(
+        Source.from_metadata(f"t{i}", _meta(f"t{i}", line=i + 1)) for i in range(count)
+    )
+    text = table.dumps(carried={"t0"})
+    document = json.loads(text)
+    assert document["format"] == "modelprov.sources" and document["version"] == 1
+    assert document["encoding"] == ("json" if count == 1 else "zlib+base64")
+    loaded, order = SourceTable.loads(text)
+    assert order == [f"t{i}" for i in range(count)]
+    assert [s.id for s in loaded] == [f"t{i}" for i in range(1, count)]
+    for source in loaded:
+        assert dict(source.metadata) == dict(table.by_id(source.id).metadata)
+
+
+def test_collect_sources_reads_plain_nodes_and_table() -> None:
+    table = SourceTable(
+        [Source.from_metadata("a", _meta("a")), Source.from_metadata("b", _meta("b"))]
+    )
+    model_metadata = {"modelprov.sources": table.dumps(carried={"b"})}
+    nodes = [("n0", {"modelprov.sources": dump_ids(["a", "b"])}), ("n1", _meta("b"))]
+    collected, ids = collect_sources(model_metadata, nodes)
+    assert ids == [["a", "b"], ["b"]]
+    assert [s.id for s in collected] == ["a", "b"]
+
+
+def test_same_fx_name_with_different_metadata_gets_variants() -> None:
+    other = {**_meta("a"), "team": "x"}
+    _collected, ids = collect_sources({}, [("n0", _meta("a")), ("n1", other), ("n2", _meta("a"))])
+    assert ids == [["a"], ["a#2"], ["a"]]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("not json", "not valid JSON"),
+        ('{"format": "other"}', "not a modelprov sources table"),
+        ('{"format": "modelprov.sources", "version": 99}', "version 99 is not supported"),
+        (
+            '{"format": "modelprov.sources", "version": 1, '
+            '"encoding": "zlib+base64", "payload": "!!"}',
+            "payload is corrupt",
+        ),
+    ],
+)
+def test_bad_tables_are_named(text: str, message: str) -> None:
+    with pytest.raises(MetadataError, match=message):
+        SourceTable.loads(text)
+
+
+def test_unknown_source_id_is_an_error() -> None:
+    with pytest.raises(MetadataError, match="'zzz'"):
+        collect_sources({}, [("n0", {"modelprov.sources": '["zzz"]'})])
+
+
+def test_invalid_utf8_and_oversized_values_are_named() -> None:
+    with pytest.raises(MetadataError, match="node 'n0'.*'k' is not valid UTF-8"):
+        collect_sources({}, [("n0", {"k": b"\xff\xfe"})])  # type: ignore[dict-item]
+    with pytest.raises(MetadataError, match="node 'n0'.*'big' holds 10485760 bytes"):
+        collect_sources({}, [("n0", {"big": "x" * (10 << 20)})])

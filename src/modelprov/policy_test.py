@@ -1,0 +1,162 @@
+"""Properties of the built-in policies (hypothesis) and Policies lookup."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from modelprov import policy
+from modelprov.errors import PolicyError
+from modelprov.policy import MergeContext, Policies
+
+text = st.text(alphabet=st.characters(exclude_categories=["Cs"]), min_size=1, max_size=12)
+values_lists = st.lists(text, min_size=1, max_size=6)
+numbers = st.lists(
+    st.floats(allow_nan=False, allow_infinity=False, width=32).map(repr), min_size=1, max_size=6
+)
+segments = st.text(alphabet="abc_", min_size=1, max_size=3)
+namespaces = st.lists(
+    st.lists(segments, min_size=1, max_size=4).map(lambda parts: ": root/" + "/".join(parts)),
+    min_size=1,
+    max_size=5,
+)
+frames = st.sampled_from(
+    [
+        'File "/a.py", line 1, in forward\n    x = f(x)',
+        '  File "/b.py", line 22, in forward\n    y = g(x)',
+        '  File "/c.py", line 3, in helper\n    return h(y)',
+        '  File "/d.py", line 40, in forward\n    z = k(y)',
+    ]
+)
+traces = st.lists(st.lists(frames, min_size=1, max_size=4).map("\n".join), min_size=1, max_size=5)
+
+ASSOCIATIVE = {
+    "union": (policy.union, values_lists),
+    "join": (policy.join("\n"), values_lists),
+    "common_prefix": (policy.common_prefix, namespaces),
+    "stack_traces": (policy.stack_traces, traces),
+    "min": (policy.min, numbers),
+    "max": (policy.max, numbers),
+}
+
+
+def ctx(values: Sequence[str]) -> MergeContext:
+    return MergeContext("k", "n", (True,) * len(values), tuple(map(str, range(len(values)))))
+
+
+def merge(p: policy.Policy, values: Sequence[str]) -> str | None:
+    return p(list(values), ctx(values))
+
+
+@pytest.mark.parametrize("name", sorted(ASSOCIATIVE))
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_deterministic_idempotent_and_associative(name: str, data: st.DataObject) -> None:
+    p, strategy = ASSOCIATIVE[name]
+    first = data.draw(strategy)
+    second = data.draw(strategy)
+    merged = merge(p, first)
+    assert merged == merge(p, list(first))
+    assert merged is not None
+    # Idempotent: merging a merged value, or the same values twice, changes nothing.
+    assert merge(p, [merged]) == merged
+    assert merge(p, first + first) == merged
+    # Merging merged values equals merging all sources at once (repeated fusion).
+    partial = [merge(p, first), merge(p, second)]
+    assert merge(p, [v for v in partial if v is not None]) == merge(p, first + second)
+
+
+@pytest.mark.parametrize("name", ["union", "common_prefix", "min", "max"])
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_order_independent_where_documented(name: str, data: st.DataObject) -> None:
+    p, strategy = ASSOCIATIVE[name]
+    values = data.draw(strategy)
+    shuffled = data.draw(st.permutations(values))
+    result, other = merge(p, values), merge(p, shuffled)
+    if name in ("min", "max") and result is not None and other is not None:
+        assert float(result) == float(other)
+    else:
+        assert result == other
+
+
+@settings(max_examples=60, deadline=None)
+@given(traces)
+def test_stack_traces_keep_every_distinct_trace(values: list[str]) -> None:
+    from modelprov._stack_trace import split_merged_traces
+
+    merged = policy.stack_traces(values, ctx(values))
+    assert merged is not None
+    assert split_merged_traces(merged) == list(dict.fromkeys(values))
+
+
+def test_from_output_picks_the_most_downstream_output_source() -> None:
+    context = MergeContext("custom.min", "n", (False, True, True), ("a", "b", "c"))
+    assert policy.from_output(["1", "2", "3"], context) == "3"
+    assert policy.from_output(["1"], MergeContext("custom.min", "n", (False,), ("a",))) is None
+
+
+def test_value_scoped_wrapper_sees_only_output_values() -> None:
+    seen: list[list[str]] = []
+
+    def spy(values: Sequence[str], context: MergeContext) -> str:
+        seen.append(list(values))
+        return values[0]
+
+    wrapped = policy.value_scoped(spy)
+    assert wrapped(["x", "y"], MergeContext("k", "n", (False, True), ("a", "b"))) == "y"
+    assert seen == [["y"]]
+    assert Policies({"k": wrapped}).is_value_scoped("k")
+
+
+def test_common_prefix_formats() -> None:
+    c = ctx(["", ""])
+    assert policy.common_prefix(["['', 'h.0', 'a']", "['', 'h.0', 'b']"], c) == "['', 'h.0']"
+    assert policy.common_prefix([": M/h.0: B/x: aten", ": M/h.0: B/y: aten"], c) == ": M/h.0: B"
+    assert policy.common_prefix(["h.0.attn", "h.0.mlp"], c) == "h.0"
+    assert policy.common_prefix(["h.10", "h.1"], c) == "h"
+
+
+def test_numeric_policy_rejects_text() -> None:
+    with pytest.raises(PolicyError, match="'k'.*not a number"):
+        policy.max(["1", "abc"], ctx(["1", "abc"]))
+
+
+def test_lookup_exact_beats_glob_and_specific_glob_wins() -> None:
+    policies = Policies(
+        {"custom.*": policy.union, "custom.m*": policy.max, "custom.min": policy.min}
+    )
+    assert policies.resolve("custom.min") is policy.min
+    assert policies.resolve("custom.max") is policy.max
+    assert policies.resolve("custom.other") is policy.union
+    assert policies.resolve("unrelated") is policy.union
+
+
+def test_or_right_side_wins_and_is_immutable() -> None:
+    left = Policies({"a": policy.first})
+    right = left | {"a": policy.drop, "b": policy.max}
+    assert right.resolve("a") is policy.drop and right.resolve("b") is policy.max
+    assert left.resolve("a") is policy.first
+    with pytest.raises(TypeError):
+        left["a"] = policy.max  # type: ignore[index]
+
+
+def test_policies_reject_non_callables() -> None:
+    with pytest.raises(TypeError, match="'a' must be callable"):
+        Policies({"a": "union"})  # type: ignore[dict-item]
+
+
+def test_default_policies_cover_torch_keys() -> None:
+    for key in (
+        "namespace",
+        "pkg.torch.onnx.class_hierarchy",
+        "pkg.torch.onnx.name_scopes",
+        "pkg.torch.onnx.fx_node",
+        "pkg.torch.onnx.stack_trace",
+    ):
+        assert key in policy.DEFAULT_POLICIES
+    assert policy.DEFAULT_POLICIES.is_value_scoped("custom.p99.9")
+    assert not policy.DEFAULT_POLICIES.is_value_scoped("custom.bits")

@@ -1,0 +1,10 @@
+"""StableHLO export with per-op provenance and user attributes (torchax + JAX lowering).
+
+Needs the ``stablehlo`` extra: ``pip install "modelprov[stablehlo]"``.
+"""
+
+from modelprov.stablehlo._export import export_stablehlo
+from modelprov.stablehlo._program import StableHLOProgram, load_exported
+from modelprov.stablehlo._records import FxNodeInfo, OpRecord
+
+__all__ = ["FxNodeInfo", "OpRecord", "StableHLOProgram", "export_stablehlo", "load_exported"]

@@ -1,0 +1,316 @@
+"""Match StableHLO ops to FX nodes by their locations and set provenance and user attributes.
+
+Correspondence: ``_lower`` runs every FX node inside ``jax.named_scope(<node>)``, so an op's
+location is a NameLoc ``"jit(forward)/<node>/<primitive>"`` (wrapping the Python call site).
+The second path component names the node. A FusedLoc names every node of its parts. Ops in
+nested regions (reduce bodies, while/case branches) are walked and labelled the same way; a
+region terminator without a node name takes its parent op's nodes for data-flow purposes.
+Ops whose location names no node (constants JAX hoists with ``loc(unknown)``, the shape
+checks of a dynamic-shape wrapper) are reported, never guessed. With symbolic shapes JAX
+wraps the lowered function in a ``main`` that checks the input shapes and calls it; its ops
+are marked ``in_wrapper``.
+
+Attributes (all discardable ``StringAttr``\\ s, formats in docs/metadata-format.md):
+``modelprov.node``, ``modelprov.source_node`` (only when it differs), ``modelprov.module``,
+``modelprov.module_type``, ``modelprov.target``, ``modelprov.stack``, and the user's keys.
+
+Scoping: a module-scoped key (the default) goes on every op of its module and its submodules
+(``effective_annotations``). A value-scoped key (``policies.is_value_scoped``) goes only on
+ops that produce an output of the module that declares it: an op one of whose results is
+used by an op outside that module or returned by the function. Constants never get
+value-scoped keys (JAX shares one constant op among all nodes that use the value). When an
+op gets several values for a key (several nodes in one location, or a tensor that is the
+output of an inner and an outer module that both declare the key), ``policies.merge``
+combines them.
+
+``ir.Operation`` hashes change once an attribute is set, so every op is collected and every
+value computed first, and attributes are written last.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import logging
+import types
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from modelprov.annotation import effective_annotations
+from modelprov.policy import MergeContext, Policies
+from modelprov.stablehlo._records import FxNodeInfo, OpRecord, provenance_attributes, within
+
+__all__ = ["AttachResult", "attach"]
+
+_LOG = logging.getLogger(__name__)
+
+# Container ops and function exits: never labelled, never recorded.
+_STRUCTURAL = frozenset({"builtin.module", "func.func", "func.return"})
+# Ops that hand values out of a function: a use by one of them leaves every module.
+_FUNCTION_EXITS = frozenset({"func.return", "func.call"})
+
+
+@dataclasses.dataclass(frozen=True)
+class AttachResult:
+    """The labelled ops of one module, in printing order (see OpRecord)."""
+
+    ops: tuple[OpRecord, ...]
+
+
+@dataclasses.dataclass
+class _Op:
+    operation: Any
+    index: int
+    parent: int | None  # index of the enclosing op, None at function level
+    function: int | None  # index of the enclosing func.func
+    nodes: tuple[str, ...]
+    location: str
+
+
+def _location_nodes(location: Any, root: str, known: Mapping[str, object]) -> tuple[list[str], str]:
+    """The FX node names a location names, and the location's name for display."""
+    from jaxlib.mlir import ir
+
+    names: list[str] = []
+    label = ""
+    pending = [location]
+    while pending:
+        loc = pending.pop(0)
+        typeid = loc.typeid
+        if typeid == ir.NameLoc.static_typeid:
+            name_loc = ir.NameLoc(loc)
+            text = str(name_loc.name_str)
+            label = label or text
+            parts = text.split("/")
+            if len(parts) >= 2 and parts[0] == root and parts[1] in known:
+                if parts[1] not in names:
+                    names.append(parts[1])
+            else:
+                pending.append(name_loc.child_loc)
+        elif typeid == ir.FusedLoc.static_typeid:
+            pending.extend(ir.FusedLoc(loc).locations)
+        elif typeid == ir.CallSiteLoc.static_typeid:
+            pending.append(ir.CallSiteLoc(loc).callee)
+    return names, label or str(location)[:200]
+
+
+def _collect(module: Any, root: str, known: Mapping[str, FxNodeInfo]) -> list[_Op]:
+    from jaxlib.mlir import ir
+
+    operations: list[Any] = []
+
+    def visit(op: Any) -> Any:
+        operations.append(op.operation)
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
+    index_of = {op: i for i, op in enumerate(operations)}
+    order = {name: n for n, name in enumerate(known)}
+    collected: list[_Op] = []
+    for i, op in enumerate(operations):
+        parent_op = op.parent
+        raw_parent = index_of.get(parent_op.operation) if parent_op is not None else None
+        parent, function = raw_parent, None
+        if raw_parent is not None:
+            parent_name = operations[raw_parent].name
+            function = raw_parent if parent_name == "func.func" else collected[raw_parent].function
+            if parent_name in _STRUCTURAL:
+                parent = None
+        if op.name in _STRUCTURAL:
+            nodes: tuple[str, ...] = ()
+            label = ""
+        else:
+            found, label = _location_nodes(op.location, root, known)
+            nodes = tuple(sorted(found, key=order.__getitem__))
+        collected.append(_Op(op, i, parent, function, nodes, label))
+    return collected
+
+
+class _Flow:
+    """Answers 'does this op hand a value out of module m / node n?' from result uses."""
+
+    def __init__(self, ops: Sequence[_Op], infos: Mapping[str, FxNodeInfo]) -> None:
+        self._ops = ops
+        self._infos = infos
+        self._index_of = {op.operation: op.index for op in ops}
+        self._users: dict[int, list[int | None]] = {}
+
+    def _owner_nodes(self, index: int | None) -> tuple[str, ...]:
+        while index is not None:
+            op = self._ops[index]
+            if op.nodes:
+                return op.nodes
+            if op.operation.name in _FUNCTION_EXITS:
+                return ()
+            index = op.parent
+        return ()
+
+    def users(self, op: _Op) -> list[int | None]:
+        """Indices of the ops using ``op``'s results (None: not found in the module)."""
+        cached = self._users.get(op.index)
+        if cached is None:
+            cached = []
+            for result in op.operation.results:
+                for use in result.uses:
+                    owner = use.owner
+                    owner = getattr(owner, "operation", owner)
+                    cached.append(self._index_of.get(owner))
+            self._users[op.index] = cached
+        return cached
+
+    def leaves_module(self, op: _Op, module: str) -> bool:
+        """True when a result of ``op`` is used outside ``module`` or leaves the function."""
+        for user in self.users(op):
+            nodes = self._owner_nodes(user)
+            if not nodes:
+                return True
+            if not all(within(self._infos[name].module, module) for name in nodes):
+                return True
+        return False
+
+    def leaves_node(self, op: _Op, node: str) -> bool:
+        """True when a result of ``op`` is used by an op not made by ``node``."""
+        return any(self._owner_nodes(user) != (node,) for user in self.users(op))
+
+
+def _ancestors_outer_first(module_path: str) -> list[str]:
+    if not module_path:
+        return [""]
+    parts = module_path.split(".")
+    return ["", *(".".join(parts[: i + 1]) for i in range(len(parts)))]
+
+
+@dataclasses.dataclass
+class _Candidate:
+    value: str
+    source: str
+    from_output: bool
+
+
+def _op_values(
+    op: _Op,
+    flow: _Flow,
+    infos: Mapping[str, FxNodeInfo],
+    annotations: Mapping[str, Mapping[str, str]],
+    policies: Policies,
+) -> dict[str, list[_Candidate]]:
+    candidates: dict[str, list[_Candidate]] = {}
+
+    def add(key: str, value: str, source: str, from_output: bool) -> None:
+        candidates.setdefault(key, []).append(_Candidate(value, source, from_output))
+
+    is_constant = op.operation.name == "stablehlo.constant"
+    for name in op.nodes:
+        info = infos[name]
+        node_output = len(op.nodes) == 1 or flow.leaves_node(op, name)
+        for key, value in provenance_attributes(info).items():
+            add(key, value, name, node_output)
+        for key, value in effective_annotations(annotations, info.module).items():
+            if not policies.is_value_scoped(key):
+                add(key, value, name, node_output)
+        for module in _ancestors_outer_first(info.module):
+            declared = annotations.get(module)
+            if not declared:
+                continue
+            scoped = {k: v for k, v in declared.items() if policies.is_value_scoped(k)}
+            # JAX caches constants and reuses one across nodes, so a constant used outside
+            # its first node's module is no module output: never value-scope constants.
+            if scoped and not is_constant and flow.leaves_module(op, module):
+                for key, value in scoped.items():
+                    add(key, value, name, True)
+    return candidates
+
+
+def _merge(key: str, candidates: Sequence[_Candidate], op: _Op, policies: Policies) -> str | None:
+    if len(candidates) == 1:
+        return candidates[0].value
+    ctx = MergeContext(
+        key=key,
+        node=f"{op.operation.name}#{op.index}",
+        from_output=tuple(c.from_output for c in candidates),
+        source_ids=tuple(c.source for c in candidates),
+    )
+    return policies.merge(key, [c.value for c in candidates], ctx)
+
+
+def attach(
+    module: Any,
+    root: str,
+    infos: Mapping[str, FxNodeInfo],
+    annotations: Mapping[str, Mapping[str, str]],
+    policies: Policies,
+) -> AttachResult:
+    """Label every op of ``module`` (an ``ir.Module``, edited in place) and return its records.
+
+    ``root`` is the first location path component (``ROOT_SCOPE``); ``infos`` the FX nodes
+    by name in graph order; ``annotations`` normalized ``{module_path: {key: str}}``. Must be
+    called inside the module's MLIR context.
+    """
+    from jaxlib.mlir import ir
+
+    ops = _collect(module, root, infos)
+    flow = _Flow(ops, infos)
+    planned: list[tuple[_Op, dict[str, str]]] = []
+    for op in ops:
+        if op.operation.name in _STRUCTURAL:
+            continue
+        attributes: dict[str, str] = {}
+        for key, candidates in _op_values(op, flow, infos, annotations, policies).items():
+            merged = _merge(key, candidates, op, policies)
+            if merged is not None:
+                attributes[key] = merged
+        planned.append((op, attributes))
+
+    for op, attributes in planned:
+        for key, value in attributes.items():
+            op.operation.attributes[key] = ir.StringAttr.get(value)
+
+    wrappers = _wrapper_functions(ops)
+    records = _records(module, ops, planned, wrappers)
+    unattributed = sum(1 for record in records if not record.nodes)
+    _LOG.debug("labelled %d ops, %d unattributed", len(records) - unattributed, unattributed)
+    return AttachResult(ops=records)
+
+
+def _wrapper_functions(ops: Sequence[_Op]) -> set[int | None]:
+    """Functions that only call another one (JAX's dynamic-shape ``main`` with its checks)."""
+    calls = {op.function for op in ops if op.operation.name == "func.call"}
+    labelled = {op.function for op in ops if op.nodes}
+    return calls - labelled
+
+
+def _records(
+    module: Any,
+    ops: Sequence[_Op],
+    planned: Sequence[tuple[_Op, dict[str, str]]],
+    wrappers: set[int | None],
+) -> tuple[OpRecord, ...]:
+    from jaxlib.mlir import ir
+
+    # One AsmState per function: SSA names then match the printed module, and printing
+    # each op stays cheap (a fresh state per op would re-number the whole function).
+    states: dict[int | None, Any] = {}
+    records: list[OpRecord] = []
+    position_of = {op.index: position for position, (op, _) in enumerate(planned)}
+    for position, (op, attributes) in enumerate(planned):
+        operation = op.operation
+        state = states.get(op.function)
+        if state is None:
+            scope = ops[op.function].operation if op.function is not None else module.operation
+            state = states[op.function] = ir.AsmState(scope)
+        buffer = io.StringIO()
+        operation.print(state, file=buffer)
+        text = buffer.getvalue().split("\n", 1)[0]
+        records.append(
+            OpRecord(
+                index=position,
+                op_name=operation.name,
+                nodes=op.nodes,
+                attributes=types.MappingProxyType(attributes),
+                text=text,
+                location=op.location,
+                parent=position_of.get(op.parent) if op.parent is not None else None,
+                in_wrapper=op.function in wrappers,
+            )
+        )
+    return tuple(records)

@@ -1,0 +1,121 @@
+"""Attribute attachment on hand-written StableHLO: locations, fused sources, scoping, merging."""
+
+from __future__ import annotations
+
+import pytest
+
+from modelprov.policy import Policies, from_output, max, value_scoped
+from modelprov.stablehlo._attach import attach
+from modelprov.stablehlo._records import FxNodeInfo, OpRecord
+
+pytest.importorskip("jax")
+
+_MODULE = """
+module {
+  func.func public @main(%arg0: tensor<2xf32>) -> tensor<2xf32> {
+    %0 = stablehlo.add %arg0, %arg0 : tensor<2xf32> loc("jit(forward)/add/add")
+    %1 = stablehlo.multiply %0, %0 : tensor<2xf32> loc(fused["jit(forward)/mul/mul", "jit(forward)/mul_1/mul"])
+    %2 = stablehlo.constant dense<1.0> : tensor<2xf32> loc(unknown)
+    %3 = stablehlo.add %1, %2 : tensor<2xf32> loc("jit(forward)/add_2/add")
+    %4 = stablehlo.add %3, %3 : tensor<2xf32> loc("jit(forward)/add_3/add")
+    return %4 : tensor<2xf32>
+  }
+}
+"""  # noqa: E501
+
+
+def _info(name: str, module: str, line: int) -> FxNodeInfo:
+    return FxNodeInfo(
+        name=name,
+        source_nodes=(name,),
+        module=module,
+        module_type=f"m.{module.upper() or 'Root'}",
+        target="aten.add.Tensor",
+        file="model.py",
+        line=line,
+        stack_trace=f'File "model.py", line {line}, in forward\n    x = x + x',
+    )
+
+
+_INFOS = {
+    "add": _info("add", "a", 1),
+    "mul": _info("mul", "b", 2),
+    "mul_1": _info("mul_1", "c", 3),
+    "add_2": _info("add_2", "d.inner", 4),
+    "add_3": _info("add_3", "d", 5),
+}
+
+
+def _attach(annotations: dict[str, dict[str, str]], policies: Policies) -> list[OpRecord]:
+    from jax._src.interpreters import mlir
+    from jaxlib.mlir import ir
+
+    with mlir.make_ir_context():
+        module = ir.Module.parse(_MODULE)
+        result = attach(module, "jit(forward)", _INFOS, annotations, policies)
+        assert module.operation.verify()
+        text = module.operation.get_asm(enable_debug_info=False)
+    for record in result.ops:
+        for key, value in record.attributes.items():
+            assert f'{key} = "' in text or key in text, (key, value)
+    return list(result.ops)
+
+
+def test_one_node_per_op_gets_its_provenance() -> None:
+    ops = _attach({}, Policies())
+    assert [op.op_name for op in ops] == [
+        "stablehlo.add",
+        "stablehlo.multiply",
+        "stablehlo.constant",
+        "stablehlo.add",
+        "stablehlo.add",
+    ]
+    first = ops[0].attributes
+    assert first["modelprov.node"] == "add"
+    assert first["modelprov.module"] == "a"
+    assert first["modelprov.module_type"] == "m.A"
+    assert first["modelprov.target"] == "aten.add.Tensor"
+    assert first["modelprov.stack"] == "model.py:1"
+    assert "modelprov.source_node" not in first  # same as the node
+    assert ops[0].location == "jit(forward)/add/add"
+    assert 'modelprov.node = "add"' in ops[0].text
+
+
+def test_unknown_location_is_reported_not_guessed() -> None:
+    constant = _attach({}, Policies())[2]
+    assert constant.nodes == ()
+    assert constant.attributes == {}
+
+
+def test_fused_location_merges_with_the_policies() -> None:
+    annotations = {"b": {"custom.k": "x", "custom.max": "1.0"}, "c": {"custom.k": "y"}}
+    annotations["c"]["custom.max"] = "2.5"
+    policies = Policies({"custom.max": value_scoped(max)})
+    fused = _attach(annotations, policies)[1]
+    assert fused.nodes == ("mul", "mul_1")
+    assert fused.attributes["modelprov.node"] == '["mul", "mul_1"]'  # default policy: union
+    assert fused.attributes["custom.k"] == '["x", "y"]'
+    assert fused.attributes["custom.max"] == "2.5"  # both outputs leave b and c: the max
+
+
+def test_value_scoped_keys_only_on_module_outputs() -> None:
+    annotations = {
+        "a": {"custom.min": "-1.0", "custom.tag": "A"},
+        "d": {"custom.min": "0.5"},
+        "d.inner": {"custom.min": "0.25"},
+    }
+    ops = _attach(annotations, Policies({"custom.min": from_output}))
+    add, _, _, inner, outer = ops
+    assert add.attributes["custom.min"] == "-1.0"  # used by mul (module b): leaves a
+    assert add.attributes["custom.tag"] == "A"  # module-scoped
+    assert inner.attributes["custom.min"] == "0.25"  # leaves d.inner, stays inside d
+    assert outer.attributes["custom.min"] == "0.5"  # returned: output of d
+    assert "custom.tag" not in outer.attributes
+
+
+def test_module_scoped_keys_are_inherited_by_submodules() -> None:
+    ops = _attach({"d": {"custom.owner": "team"}}, Policies())
+    by_node = {op.nodes[0]: op for op in ops if len(op.nodes) == 1}
+    assert by_node["add_2"].attributes["custom.owner"] == "team"  # d.inner inherits from d
+    assert by_node["add_3"].attributes["custom.owner"] == "team"
+    assert "custom.owner" not in by_node["add"].attributes

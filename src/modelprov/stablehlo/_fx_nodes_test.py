@@ -1,0 +1,27 @@
+"""FX node provenance: module path and type, target, stack frame, pre-decomposition node."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from modelprov.stablehlo._fx_nodes import fx_node_infos
+
+pytest.importorskip("jax")
+
+
+def test_decomposed_linear_points_back_to_linear() -> None:
+    from modelprov.stablehlo._lower import decompose
+
+    model = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.ReLU())
+    original = torch.export.export(model, (torch.randn(1, 3),))
+    infos = fx_node_infos(decompose(original).graph, original.graph)
+    assert infos["permute"].source_nodes == ("linear",)
+    assert infos["addmm"].source_nodes == ("linear",)
+    assert infos["addmm"].target == "aten.addmm.default"
+    assert infos["addmm"].module == "0"
+    assert infos["addmm"].module_type == "torch.nn.modules.linear.Linear"
+    assert infos["relu"].source_nodes == ("relu",)
+    assert infos["relu"].module == "1"
+    assert infos["relu"].file is not None and infos["relu"].file.endswith("activation.py")
+    assert infos["relu"].stack == f"{infos['relu'].file}:{infos['relu'].line}"

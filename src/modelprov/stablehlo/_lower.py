@@ -1,0 +1,173 @@
+"""Lower a torch ExportedProgram to StableHLO with torchax and JAX, one named scope per FX node.
+
+This follows ``torchax.export.exported_program_to_stablehlo`` step for step (the same
+decompositions, state extraction, avals and ``jax.export`` call) with two changes:
+
+- each FX node is interpreted inside ``jax.named_scope(<node name>)``, so every op's location
+  is a NameLoc ``"<root>/<node name>/<jax primitive>"``;
+- the whole interpretation runs under ``jax.disable_jit()``, so the jitted helpers torchax
+  calls (``jax.nn.relu`` ...) are inlined instead of becoming private functions whose ops
+  would carry the helper's scope instead of the node's.
+
+Nothing is computed differently: the ops are the ones torchax emits.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from modelprov import _stack_trace
+from modelprov.errors import StableHLOError
+from modelprov.stablehlo._torchax_compat import import_torchax
+
+__all__ = ["ROOT_SCOPE", "Lowered", "decompose", "lower", "node_location", "plain_torchax_export"]
+
+_LOG = logging.getLogger(__name__)
+
+_FUNCTION_NAME = "forward"
+ROOT_SCOPE = f"jit({_FUNCTION_NAME})"
+"""The first component of every op's NameLoc (JAX names it after the jitted function)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Lowered:
+    """The result of :func:`lower`.
+
+    Attributes:
+        decomposed: the ExportedProgram after the decompositions torchax needs; its FX node
+            names are the names used as scopes.
+        exported: the ``jax.export.Exported`` (no modelprov attributes yet).
+        weights: parameters, buffers and lifted constants as JAX arrays, in the order the
+            exported function takes them (its first argument).
+    """
+
+    decomposed: torch.export.ExportedProgram
+    exported: Any
+    weights: tuple[Any, ...]
+
+
+def node_location(node: torch.fx.Node) -> str:
+    """The innermost user frame of ``node`` as ``file:line`` ('' when it has no stack trace)."""
+    trace = node.meta.get("stack_trace") or ""
+    frame = _stack_trace.innermost_frame(trace) if trace else None
+    return f"{frame.file}:{frame.line}" if frame is not None else ""
+
+
+def _describe(node: torch.fx.Node) -> str:
+    where = node_location(node)
+    return f"FX node {node.name!r} ({node.target})" + (f" at {where}" if where else "")
+
+
+def _scope_name(name: str) -> str:
+    # FX names are identifiers; keep the scope a single path component whatever happens.
+    return re.sub(r"[/\s]", "_", name)
+
+
+def _make_interpreter_class(torchax: Any) -> type:
+    import jax
+    from torchax import export as torchax_export
+    from torchax.ops import ops_registry
+
+    base: type = torchax_export.JaxInterpreter
+
+    class ScopedJaxInterpreter(base):  # type: ignore[misc]
+        """torchax's JaxInterpreter, each node inside a named scope; errors name the node."""
+
+        def __init__(self, graph_module: torch.fx.GraphModule) -> None:
+            super().__init__(graph_module)
+            # torch.fx rewrites the args of any exception with its own trace; ours say it all.
+            self.extra_traceback = False
+
+        def call_function(self, target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+            if isinstance(target, torch._ops.OpOverload | torch._ops.OpOverloadPacket):
+                op = ops_registry.all_aten_ops.get(target)
+                if op is None and isinstance(target, torch._ops.OpOverload):
+                    op = ops_registry.all_aten_ops.get(target.overloadpacket)
+                if op is None or not op.is_jax_function:
+                    raise _UnsupportedOp(target)
+            return super().call_function(target, args, kwargs)
+
+        def run_node(self, n: torch.fx.Node) -> Any:
+            with jax.named_scope(_scope_name(n.name)):
+                try:
+                    return super().run_node(n)
+                except StableHLOError:
+                    raise
+                except _UnsupportedOp as exc:
+                    raise StableHLOError(
+                        f"torchax {torchax.__version__} has no lowering for {exc.target} "
+                        f"used by {_describe(n)}; rewrite that line with supported ops or "
+                        "register a torchax lowering for it"
+                    ) from None
+                except Exception as exc:
+                    raise StableHLOError(
+                        f"lowering {_describe(n)} failed: {type(exc).__name__}: {exc}"
+                    ) from exc
+
+    return ScopedJaxInterpreter
+
+
+class _UnsupportedOp(Exception):
+    def __init__(self, target: object) -> None:
+        super().__init__(str(target))
+        self.target = target
+
+
+def decompose(exported_program: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
+    """The decompositions ``torchax.export.exported_program_to_jax`` runs, in its order."""
+    import_torchax()
+    from torchax import decompositions
+
+    decomposed = exported_program.run_decompositions()
+    return decomposed.run_decompositions(decompositions.DECOMPOSITIONS)
+
+
+def lower(exported_program: torch.export.ExportedProgram, *, decomposed: bool = False) -> Lowered:
+    """Lower ``exported_program`` to a ``jax.export.Exported`` whose op locations name FX nodes.
+
+    ``decomposed=True`` says the program already went through :func:`decompose`.
+    Raises StableHLOError naming the FX node and its source line when a node cannot be lowered.
+    """
+    torchax = import_torchax()
+    import jax
+    import jax.export
+    from torchax import export as torchax_export
+
+    program = exported_program if decomposed else decompose(exported_program)
+    env = torchax.default_env()  # registers torchax's ATen lowerings
+    _, states = torchax_export._extract_states_from_exported_program(program)
+    weights = tuple(env.t2j_copy(states))
+    avals = torchax_export.extract_avals(program)
+    interpreter_class = _make_interpreter_class(torchax)
+    num_mutations = len(program.graph_signature.buffers_to_mutate)
+    graph_module = program.graph_module
+
+    def forward(states: Sequence[Any], inputs: Sequence[Any]) -> Any:
+        with jax.disable_jit():
+            results = interpreter_class(graph_module).run(
+                *states, *inputs, enable_io_processing=False
+            )
+        return results[num_mutations:]
+
+    forward.__name__ = _FUNCTION_NAME
+    try:
+        exported = jax.export.export(jax.jit(forward))(weights, tuple(avals))
+    except StableHLOError as exc:
+        # JAX adds its own frames to the traceback; the message already says where.
+        raise StableHLOError(str(exc)) from exc.__cause__
+    _LOG.debug("lowered %d FX nodes", len(graph_module.graph.nodes))
+    return Lowered(decomposed=program, exported=exported, weights=weights)
+
+
+def plain_torchax_export(exported_program: torch.export.ExportedProgram) -> Any:
+    """torchax's own ``exported_program_to_stablehlo`` (the baseline for benchmarks)."""
+    import_torchax()
+    from torchax import export as torchax_export
+
+    return torchax_export.exported_program_to_stablehlo(exported_program)

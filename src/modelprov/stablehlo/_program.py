@@ -1,0 +1,186 @@
+"""StableHLOProgram: the labelled StableHLO module, its portable artifact, and how to run it."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import os
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from modelprov._sources import Source
+from modelprov.annotation import effective_annotations
+from modelprov.errors import StableHLOError
+from modelprov.stablehlo._records import FxNodeInfo, OpRecord, provenance_attributes, within
+
+__all__ = ["EXPORT_SUFFIX", "WEIGHTS_SUFFIX", "StableHLOProgram", "load_exported"]
+
+EXPORT_SUFFIX = ".jaxexport"
+"""``save(path)`` writes ``jax.export.Exported.serialize()`` bytes to ``path + EXPORT_SUFFIX``."""
+
+WEIGHTS_SUFFIX = ".weights.npz"
+"""``save(path)`` writes the weights (``arr_0``, ``arr_1``, ... in call order) here."""
+
+
+@dataclasses.dataclass(frozen=True)
+class StableHLOProgram:
+    """A model lowered to StableHLO whose ops carry ``modelprov.*`` and user attributes.
+
+    The exported function is ``forward(weights, inputs)``: ``weights`` are the model's
+    parameters, buffers and constants (in ``weights`` order), ``inputs`` the flattened user
+    inputs of ``torch.export``. :meth:`run` supplies the weights.
+
+    Attributes:
+        text: the MLIR module text with attributes, without debug locations.
+        text_with_locations: the same text with locations (``loc("jit(forward)/<node>/...")``).
+        exported: the ``jax.export.Exported`` whose serialized module holds the attributes.
+        weights: parameters, buffers and lifted constants as JAX arrays, in call order.
+        ops: every op of the module (functions and the module itself excluded), in printing
+            order, with the attributes modelprov set.
+        nodes: provenance of the decomposed ExportedProgram's call nodes, by name.
+        annotations: the normalized user annotations that were applied.
+        exported_program: the decomposed ``torch.export.ExportedProgram`` that was lowered;
+            its FX node names are the ``modelprov.node`` values.
+    """
+
+    text: str
+    text_with_locations: str
+    exported: Any
+    weights: tuple[Any, ...]
+    ops: tuple[OpRecord, ...]
+    nodes: Mapping[str, FxNodeInfo]
+    annotations: Mapping[str, Mapping[str, str]]
+    exported_program: Any = dataclasses.field(default=None, repr=False, compare=False)
+
+    @property
+    def unattributed_ops(self) -> tuple[OpRecord, ...]:
+        """Ops whose location names no FX node (hoisted constants, shape checks)."""
+        return tuple(op for op in self.ops if not op.nodes)
+
+    @property
+    def coverage(self) -> float:
+        """Share of the lowered function's non-constant ops that carry ``modelprov.node``.
+
+        Ops of JAX's dynamic-shape wrapper (``OpRecord.in_wrapper``) are not counted; they
+        are in ``unattributed_ops``. 1.0 when nothing is counted.
+        """
+        counted = [op for op in self.ops if not op.is_constant and not op.in_wrapper]
+        if not counted:
+            return 1.0
+        return sum(1 for op in counted if op.nodes) / len(counted)
+
+    def ops_for(self, module_path: str) -> tuple[OpRecord, ...]:
+        """The ops made by the module at ``module_path`` or its submodules ('' for all)."""
+        return tuple(
+            op
+            for op in self.ops
+            if op.nodes and any(within(self.nodes[n].module, module_path) for n in op.nodes)
+        )
+
+    def sources(self, op: OpRecord | int) -> tuple[Source, ...]:
+        """The FX nodes ``op`` (a record or its index) was lowered from, as Source records.
+
+        ``Source.metadata`` holds that node's own ``modelprov.*`` provenance keys and the user
+        keys that apply to its module (inherited from ancestors), before any merging.
+        """
+        record = self.ops[op] if isinstance(op, int) else op
+        result = []
+        for name in record.nodes:
+            info = self.nodes[name]
+            metadata = {
+                **provenance_attributes(info),
+                **effective_annotations(self.annotations, info.module),
+            }
+            result.append(
+                Source(
+                    id=name,
+                    fx_node=name,
+                    module_path=info.module,
+                    module_type=info.module_type,
+                    target=info.target,
+                    file=info.file,
+                    line=info.line,
+                    stack_trace=info.stack_trace,
+                    metadata=metadata,
+                )
+            )
+        return tuple(result)
+
+    def run(self, *args: Any) -> list[np.ndarray[Any, Any]]:
+        """Run on XLA (CPU here) with torch tensors or arrays; returns numpy arrays."""
+        inputs = tuple(_to_numpy(arg) for arg in _flatten(args))
+        try:
+            outputs = self.exported.call(self.weights, inputs)
+        except Exception as exc:
+            raise StableHLOError(
+                f"running the StableHLO program failed: {type(exc).__name__}: {exc}; "
+                f"it expects {len(self.exported.in_avals) - len(self.weights)} inputs shaped "
+                f"{[str(a) for a in self.exported.in_avals[len(self.weights) :]]}"
+            ) from exc
+        return [np.asarray(output) for output in _flatten(outputs)]
+
+    def save(self, path: str | os.PathLike[str]) -> tuple[str, str, str]:
+        """Write ``path`` (MLIR text), ``path + ".jaxexport"`` and ``path + ".weights.npz"``.
+
+        The ``.jaxexport`` file is ``jax.export.Exported.serialize()``: load it with
+        :func:`load_exported` (or ``jax.export.deserialize``); its module keeps the attributes.
+        Each file is written to a temporary file in the same folder, then renamed over.
+        Returns the three paths.
+        """
+        text_path = os.fspath(path)
+        export_path = text_path + EXPORT_SUFFIX
+        weights_path = text_path + WEIGHTS_SUFFIX
+        buffer = io.BytesIO()
+        np.savez(buffer, *(np.asarray(weight) for weight in self.weights))
+        _atomic_write(text_path, self.text.encode("utf-8"))
+        _atomic_write(export_path, bytes(self.exported.serialize()))
+        _atomic_write(weights_path, buffer.getvalue())
+        return text_path, export_path, weights_path
+
+
+def load_exported(path: str | os.PathLike[str]) -> tuple[Any, tuple[np.ndarray[Any, Any], ...]]:
+    """Load what :meth:`StableHLOProgram.save` wrote at ``path``: ``(Exported, weights)``.
+
+    Run it with ``exported.call(weights, inputs)``.
+    """
+    import jax.export
+
+    base = os.fspath(path)
+    with open(base + EXPORT_SUFFIX, "rb") as handle:
+        exported = jax.export.deserialize(bytearray(handle.read()))
+    with np.load(base + WEIGHTS_SUFFIX) as archive:
+        weights = tuple(archive[f"arr_{i}"] for i in range(len(archive.files)))
+    return exported, weights
+
+
+def _atomic_write(path: str, data: bytes) -> None:
+    # A unique sibling opened with "xb" (exclusive, mode 0666 minus umask like any open()),
+    # then renamed over the target: readers see the old file or the new one, never half.
+    temporary = os.path.join(
+        os.path.dirname(os.path.abspath(path)),
+        f".{os.path.basename(path)}.{os.getpid()}.{uuid.uuid4().hex}.tmp",
+    )
+    try:
+        with open(temporary, "xb") as stream:
+            stream.write(data)
+        os.replace(temporary, path)
+    except BaseException:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+        raise
+
+
+def _flatten(value: Any) -> list[Any]:
+    if isinstance(value, list | tuple):
+        return [leaf for item in value for leaf in _flatten(item)]
+    return [value]
+
+
+def _to_numpy(value: Any) -> Any:
+    detach = getattr(value, "detach", None)
+    if callable(detach):
+        return detach().cpu().numpy()
+    return value

@@ -1,0 +1,93 @@
+"""StableHLOProgram: atomic save, portable round trip (region ops too), queries, run errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from modelprov.errors import StableHLOError
+from modelprov.stablehlo import StableHLOProgram, export_stablehlo, load_exported
+
+pytest.importorskip("jax")
+
+
+class _Pooled(torch.nn.Module):  # type: ignore[misc]
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(x).sum(dim=1)  # a reduce with a one-op body
+
+
+@pytest.fixture(scope="module")
+def program() -> StableHLOProgram:
+    return export_stablehlo(_Pooled().eval(), (torch.randn(2, 4),), annotations={"fc": {"k": 1}})
+
+
+def _attributed_region_ops(mlir_module: object) -> list[dict[str, str]]:
+    from jax._src.interpreters import mlir
+    from jaxlib.mlir import ir
+
+    found: list[dict[str, str]] = []
+
+    def visit(op: object) -> object:
+        operation = op.operation  # type: ignore[attr-defined]
+        parent = operation.parent
+        if parent is not None and parent.name.startswith("stablehlo."):
+            attributes = operation.attributes
+            found.append(
+                {
+                    name: ir.StringAttr(attributes[name]).value
+                    for name in attributes
+                    if name.startswith("modelprov.")
+                }
+            )
+        return ir.WalkResult.ADVANCE
+
+    with mlir.make_ir_context():
+        module = ir.Module.parse(str(mlir_module))
+        module.operation.walk(visit)
+    return found
+
+
+def test_save_is_atomic_and_round_trips_region_attributes(
+    program: StableHLOProgram, tmp_path: Path
+) -> None:
+    target = tmp_path / "model.mlir"
+    target.write_text("old", encoding="utf-8")
+    paths = program.save(target)
+    assert target.read_text(encoding="utf-8") == program.text
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(Path(p).name for p in paths)
+
+    exported, weights = load_exported(target)
+    from jax._src.interpreters import mlir
+
+    with mlir.make_ir_context():
+        module = exported.mlir_module(serialized=False)
+        generic = module.operation.get_asm(print_generic_op_form=True, enable_debug_info=False)
+    region_ops = _attributed_region_ops(generic)
+    assert region_ops and all(ops["modelprov.node"] == "sum_1" for ops in region_ops)
+    x = torch.randn(2, 4)
+    assert exported.call(weights, (x.numpy(),))[0].shape == (2,)
+
+
+def test_queries(program: StableHLOProgram) -> None:
+    fc_ops = program.ops_for("fc")
+    assert fc_ops and all(op.module == "fc" and op.attributes["k"] == "1" for op in fc_ops)
+    assert [op.index for op in program.ops_for("")] == [op.index for op in program.ops if op.nodes]
+    assert program.ops_for("nothing") == ()
+    sources = program.sources(fc_ops[-1])
+    assert [s.fx_node for s in sources] == list(fc_ops[-1].nodes)
+    assert sources[0].metadata["k"] == "1"
+    assert sources[0].module_type == "torch.nn.modules.linear.Linear"
+    assert sources[0].file is not None and sources[0].file.endswith("linear.py")
+    for op in program.unattributed_ops:
+        assert program.sources(op) == ()
+
+
+def test_run_with_wrong_shape_says_what_it_expects(program: StableHLOProgram) -> None:
+    with pytest.raises(StableHLOError, match="expects 1 inputs"):
+        program.run(torch.randn(2, 5))

@@ -1,0 +1,124 @@
+"""The small records the StableHLO exporter hands out: FX node provenance and labelled ops.
+
+Pure data; built by ``_attach`` (ops) and ``_fx_nodes`` (nodes), kept by ``StableHLOProgram``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+
+__all__ = ["ATTRIBUTE_PREFIX", "FxNodeInfo", "OpRecord", "provenance_attributes", "within"]
+
+ATTRIBUTE_PREFIX = "modelprov."
+NODE_KEY = "modelprov.node"
+SOURCE_NODE_KEY = "modelprov.source_node"
+MODULE_KEY = "modelprov.module"
+MODULE_TYPE_KEY = "modelprov.module_type"
+TARGET_KEY = "modelprov.target"
+STACK_KEY = "modelprov.stack"
+
+
+def within(module_path: str, ancestor: str) -> bool:
+    """True when ``module_path`` is ``ancestor`` or inside it ('' contains every path)."""
+    return not ancestor or module_path == ancestor or module_path.startswith(ancestor + ".")
+
+
+@dataclasses.dataclass(frozen=True)
+class FxNodeInfo:
+    """Provenance of one FX node of the decomposed ExportedProgram.
+
+    Attributes:
+        name: the FX node's name after decomposition (the name the op locations use).
+        source_nodes: names of the node(s) of the ExportedProgram before decomposition it
+            was made from (``node.meta["from_node"]``); empty when unknown.
+        module: innermost module path from ``nn_module_stack`` ('' for the root module).
+        module_type: qualified class name of that module ('' when unknown).
+        target: the ATen target, e.g. ``aten.addmm.default``.
+        file: file of the innermost stack frame (None without a stack trace).
+        line: line of the innermost stack frame (None without a stack trace).
+        stack_trace: the node's full stack trace ('' when none).
+    """
+
+    name: str
+    source_nodes: tuple[str, ...]
+    module: str
+    module_type: str
+    target: str
+    file: str | None
+    line: int | None
+    stack_trace: str
+
+    @property
+    def stack(self) -> str:
+        """The innermost frame as ``file:line`` ('' when unknown)."""
+        return f"{self.file}:{self.line}" if self.file is not None else ""
+
+
+@dataclasses.dataclass(frozen=True)
+class OpRecord:
+    """One operation of the StableHLO module and what modelprov knows about it.
+
+    Attributes:
+        index: position of the op in a pre-order walk of the module (module and functions
+            are not counted), i.e. in printing order.
+        op_name: the MLIR operation name, e.g. ``stablehlo.add``.
+        nodes: the FX nodes its location names, in graph order; empty for an op JAX made
+            outside any node (a hoisted constant with ``loc(unknown)``, shape checks).
+        attributes: every attribute modelprov set on the op (``modelprov.*`` and user keys).
+        text: the op's first printed line, with attributes and without location.
+        location: the op's location name (e.g. ``jit(forward)/addmm/add``) or its printed
+            location when it has no name.
+        parent: the index of the op whose region holds this op (a reduce, a while loop),
+            None at function level. StableHLO's pretty printer writes a reduce whose body is
+            one op in compact form (``applies stablehlo.add``), which does not print the body
+            ops, so their attributes (the same as the reduce's) are not in ``text``; they are
+            in the module, its bytecode and the portable artifact.
+        in_wrapper: True for ops of the function JAX adds around the lowered one when
+            shapes are symbolic (it checks the input shapes and calls the lowered function);
+            they come from no FX node.
+    """
+
+    index: int
+    op_name: str
+    nodes: tuple[str, ...]
+    attributes: Mapping[str, str]
+    text: str
+    location: str
+    parent: int | None
+    in_wrapper: bool = False
+
+    @property
+    def module(self) -> str:
+        """The op's ``modelprov.module`` attribute ('' for the root module or unattributed)."""
+        return self.attributes.get(MODULE_KEY, "")
+
+    @property
+    def in_region(self) -> bool:
+        """True when the op sits in a nested region (a reduce body, a while loop)."""
+        return self.parent is not None
+
+    @property
+    def is_constant(self) -> bool:
+        """True for ``stablehlo.constant`` ops."""
+        return self.op_name == "stablehlo.constant"
+
+
+def provenance_attributes(info: FxNodeInfo) -> dict[str, str]:
+    """The ``modelprov.*`` attributes one FX node gives the ops lowered from it."""
+    values = {
+        NODE_KEY: info.name,
+        MODULE_KEY: info.module,
+        MODULE_TYPE_KEY: info.module_type,
+        TARGET_KEY: info.target,
+    }
+    if info.source_nodes and info.source_nodes != (info.name,):
+        values[SOURCE_NODE_KEY] = (
+            info.source_nodes[0]
+            if len(info.source_nodes) == 1
+            else json.dumps(list(info.source_nodes), ensure_ascii=False)
+        )
+    if info.stack:
+        values[STACK_KEY] = info.stack
+    return values

@@ -1,0 +1,108 @@
+"""Seed 003: per-layer output ranges as attributes on the StableHLO ops producing each output."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from modelprov.policy import Policies, from_output
+from modelprov.stablehlo import StableHLOProgram, export_stablehlo, load_exported
+
+pytest.importorskip("jax")
+
+ANNOTATIONS = {
+    "0": {"custom.min": -23.5, "custom.max": 18.9},
+    "1": {"custom.min": 0.0, "custom.max": 18.9},
+    "2": {"custom.min": -7.25, "custom.max": 9.0},
+}
+RANGE_KEYS = ("custom.min", "custom.max")
+
+
+@pytest.fixture(scope="module")
+def mlp() -> torch.nn.Module:
+    torch.manual_seed(0)
+    return torch.nn.Sequential(
+        torch.nn.Linear(28 * 28, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10)
+    ).eval()
+
+
+@pytest.fixture(scope="module")
+def program(mlp: torch.nn.Module) -> StableHLOProgram:
+    policies = Policies({"custom.min": from_output, "custom.max": from_output})
+    return export_stablehlo(mlp, (torch.randn(1, 784),), annotations=ANNOTATIONS, policies=policies)
+
+
+def _ranged(program: StableHLOProgram) -> dict[str, list[tuple[str, str, str]]]:
+    found: dict[str, list[tuple[str, str, str]]] = {}
+    for op in program.ops:
+        if "custom.min" in op.attributes:
+            entry = (op.op_name, op.attributes["custom.min"], op.attributes["custom.max"])
+            found.setdefault(op.module, []).append(entry)
+    return found
+
+
+def test_ranges_sit_on_the_ops_producing_each_layer_output(program: StableHLOProgram) -> None:
+    assert _ranged(program) == {
+        "0": [("stablehlo.add", "-23.5", "18.9")],
+        "1": [("stablehlo.maximum", "0.0", "18.9")],
+        "2": [("stablehlo.add", "-7.25", "9.0")],
+    }
+    last = program.ops_for("2")[-1]
+    assert last.op_name == "stablehlo.add"
+    assert last.attributes["custom.max"] == "9.0"
+
+
+def test_no_op_carries_a_range_of_a_module_whose_output_it_does_not_produce(
+    program: StableHLOProgram,
+) -> None:
+    for op in program.ops:
+        if any(key in op.attributes for key in RANGE_KEYS):
+            assert op.attributes["custom.min"] == repr(ANNOTATIONS[op.module]["custom.min"])
+    ranged = [op for op in program.ops if "custom.min" in op.attributes]
+    assert len(ranged) == 3
+    assert all(op.op_name != "stablehlo.dot_general" for op in ranged)
+
+
+def test_attributes_are_in_text_saved_file_and_portable_artifact(
+    program: StableHLOProgram, tmp_path: Path
+) -> None:
+    expected = re.compile(r'stablehlo\.maximum .*custom\.min = "0\.0"')
+    assert expected.search(program.text)
+    assert 'custom.min = "-23.5"' in program.text
+    assert "loc(" not in program.text and "loc(" in program.text_with_locations
+
+    text_path, export_path, _ = program.save(tmp_path / "mlp.mlir")
+    saved = Path(text_path).read_text(encoding="utf-8")
+    assert saved == program.text
+    exported, weights = load_exported(text_path)
+    round_tripped = exported.mlir_module()
+    assert expected.search(round_tripped)
+    assert 'modelprov.node = "relu"' in round_tripped
+    assert Path(export_path).stat().st_size > 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "mlp.mlir",
+        "mlp.mlir.jaxexport",
+        "mlp.mlir.weights.npz",
+    ]  # no temporary files left behind
+
+    x = torch.randn(1, 784)
+    out = exported.call(weights, (x.numpy(),))
+    np.testing.assert_allclose(np.asarray(out[0]), program.run(x)[0], rtol=0, atol=0)
+
+
+def test_module_verifies_and_runs_like_torch(
+    program: StableHLOProgram, mlp: torch.nn.Module
+) -> None:
+    from jax._src.interpreters import mlir
+    from jaxlib.mlir import ir
+
+    with mlir.make_ir_context():
+        assert ir.Module.parse(program.text).operation.verify()
+    x = torch.randn(1, 784)
+    with torch.no_grad():
+        expected = mlp(x).numpy()
+    np.testing.assert_allclose(program.run(x)[0], expected, atol=1e-5, rtol=0)
