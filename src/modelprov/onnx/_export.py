@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import Any
 
 import torch
 
 from modelprov._io import save_model
 from modelprov._stack_trace import TraceOptions
+from modelprov.annotation import annotations as stored_annotations
+from modelprov.annotation import module_paths, normalize_annotations
+from modelprov.annotation._fx_custom import fx_custom_metadata
+from modelprov.errors import AnnotationError
+from modelprov.onnx._annotations import apply_annotations
 from modelprov.onnx._optimize import OptimizeProvenancePass
 from modelprov.onnx._provenance import Provenance
-from modelprov.policy import Policies
+from modelprov.policy import DEFAULT_POLICIES, Policies
 
 __all__ = ["export"]
 
@@ -25,6 +31,7 @@ def export(
     optimize: bool = True,
     rules: list[Any] | None = None,
     trace_options: TraceOptions | None = None,
+    annotations: Mapping[str, Mapping[str, object]] | None = None,
     **kwargs: Any,
 ) -> torch.onnx.ONNXProgram:
     """A drop-in for ``torch.onnx.export(model, args, f, dynamo=True, ...)``.
@@ -32,6 +39,11 @@ def export(
     torch.onnx captures and translates the model (``optimize=False``); when ``optimize``
     is true, :func:`modelprov.optimize`'s pass runs on the result so every node keeps
     its provenance. Other keyword arguments go to torch.onnx.export unchanged.
+
+    ``annotations`` (``{module_path: {key: value}}``, e.g. a :func:`modelprov.calibrate`
+    result) are added to what :func:`modelprov.annotate` stored on the modules and what
+    ``torch.fx.traceback.annotate`` recorded on FX nodes; unknown module paths raise
+    AnnotationError with close matches.
 
     Returns:
         The torch.onnx.ONNXProgram; its ``model`` carries the provenance. Saved to ``f``
@@ -41,12 +53,23 @@ def export(
         raise ValueError("modelprov.export works with the dynamo exporter only (dynamo=True)")
     external_data = kwargs.pop("external_data", None)
     export_params = kwargs.pop("export_params", True)
-    program = torch.onnx.export(model, args, None, dynamo=True, optimize=False, **kwargs)
+    policies = policies if policies is not None else DEFAULT_POLICIES
+    normalized = _collect_annotations(model, annotations)
+    with torch.fx.traceback.preserve_node_meta():
+        program = torch.onnx.export(model, args, None, dynamo=True, optimize=False, **kwargs)
+    fx_custom = (
+        fx_custom_metadata(program.exported_program) if program.exported_program is not None else {}
+    )
+    if normalized or fx_custom:
+        apply_annotations(program.model, normalized, fx_custom, policies)
+        if not optimize:
+            provenance = Provenance.read(program.model, trace_options=trace_options)
+            provenance.write(program.model, policies=policies, trace_options=trace_options)
     if optimize:
         OptimizeProvenancePass(policies=policies, rules=rules, trace_options=trace_options)(
             program.model
         )
-    elif trace_options is not None:
+    elif trace_options is not None and not (normalized or fx_custom):
         provenance = Provenance.read(program.model, trace_options=trace_options)
         provenance.write(program.model, policies=policies, trace_options=trace_options)
     if f is not None:
@@ -59,3 +82,21 @@ def export(
             if not export_params:
                 program.model.graph.initializers.update(initializers)
     return program
+
+
+def _collect_annotations(
+    model: object, annotations: Mapping[str, Mapping[str, object]] | None
+) -> dict[str, dict[str, str]]:
+    """Annotations stored on the modules, overridden per key by the ``annotations`` argument."""
+    if not isinstance(model, torch.nn.Module):
+        if annotations:
+            raise AnnotationError(
+                "annotations need the nn.Module (module paths are resolved against it); "
+                f"got {type(model).__name__}"
+            )
+        return {}
+    paths = module_paths(model)
+    merged: dict[str, dict[str, str]] = {k: dict(v) for k, v in stored_annotations(model).items()}
+    for path, keys in normalize_annotations(annotations or {}, paths).items():
+        merged.setdefault(path, {}).update(keys)
+    return {path: keys for path, keys in merged.items() if keys}

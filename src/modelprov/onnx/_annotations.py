@@ -1,0 +1,81 @@
+"""Put per-module user annotations on the nodes of a fresh torch.onnx export.
+
+Each key becomes part of the metadata of every source (FX node) it applies to, so it merges
+by its policy like any other key. Module-scoped keys apply to every FX node computed by the
+module or its submodules (a child's own value overrides its parent's). Value-scoped keys
+(policy ``from_output`` or declared value-scoped) apply to the FX nodes whose outputs leave
+the module (read outside it, or returned); the policy then writes them only on the node that
+produces that tensor, and on the tensor's value info.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import onnx_ir as ir
+
+from modelprov._correspond import all_nodes
+from modelprov._sources import NAME_SCOPES_KEY, _literal_list, fx_node_name
+from modelprov.annotation import effective_annotations
+from modelprov.policy import Policies
+
+__all__ = ["apply_annotations", "module_path_of"]
+
+
+def module_path_of(node: ir.Node) -> str | None:
+    """The qualified name of the module that made a node ('' root), None when unknown."""
+    scopes = _literal_list(node.metadata_props.get(NAME_SCOPES_KEY, ""))
+    return scopes[-2] if len(scopes) >= 2 else None
+
+
+def _inside(path: str, module: str) -> bool:
+    return module == "" or path == module or path.startswith(module + ".")
+
+
+def _leaving_fx_nodes(model: ir.Model, module: str) -> set[str]:
+    """FX nodes of ``module`` (or its submodules) whose outputs leave the module."""
+    graph_outputs = set(model.graph.outputs)
+    leaving: set[str] = set()
+    for node in all_nodes(model.graph):
+        path = module_path_of(node)
+        fx_name = fx_node_name(node.metadata_props)
+        if path is None or not fx_name or not _inside(path, module):
+            continue
+        for value in node.outputs:
+            if value in graph_outputs:
+                leaving.add(fx_name)
+                continue
+            for use in value.uses():
+                consumer_path = module_path_of(use.node)
+                if consumer_path is None or not _inside(consumer_path, module):
+                    leaving.add(fx_name)
+    return leaving
+
+
+def apply_annotations(
+    model: ir.Model,
+    normalized: Mapping[str, Mapping[str, str]],
+    fx_custom: Mapping[str, Mapping[str, str]],
+    policies: Policies,
+) -> None:
+    """Writes the annotations onto the nodes of an unoptimized export, in place."""
+    value_scoped: dict[str, dict[str, str]] = {}
+    # Outer modules first, so an inner module's value for the same tensor wins.
+    for module in sorted(normalized, key=lambda path: (path != "", path.count("."), path)):
+        scoped = {k: v for k, v in normalized[module].items() if policies.is_value_scoped(k)}
+        if not scoped:
+            continue
+        for fx_name in _leaving_fx_nodes(model, module):
+            value_scoped.setdefault(fx_name, {}).update(scoped)
+    module_scoped = {
+        path: {k: v for k, v in keys.items() if not policies.is_value_scoped(k)}
+        for path, keys in normalized.items()
+    }
+    for node in all_nodes(model.graph):
+        fx_name = fx_node_name(node.metadata_props)
+        path = module_path_of(node)
+        if path is not None:
+            node.metadata_props.update(effective_annotations(module_scoped, path))
+        if fx_name:
+            node.metadata_props.update(value_scoped.get(fx_name, {}))
+            node.metadata_props.update(fx_custom.get(fx_name, {}))

@@ -1,0 +1,117 @@
+"""Bad input gets a clear error that names the file, node or key; inputs stay unchanged."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import onnx
+import onnx_ir as ir
+import pytest
+
+import modelprov
+from modelprov.errors import MetadataError
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "modelprov.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+@pytest.fixture
+def saved(export_of, tmp_path):
+    path = tmp_path / "model.onnx"
+    onnx.save(ir.to_proto(export_of("double_transpose")), path)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"", "the file is empty"),
+        (os.urandom(4096), "not a readable ONNX model"),
+        (b"name: 'x'\n", "not a readable ONNX model"),
+    ],
+)
+def test_cli_rejects_files_that_are_not_onnx(tmp_path, content, message):
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(content)
+    out = tmp_path / "out.onnx"
+    result = _cli("optimize", str(bad), "-o", str(out))
+    assert result.returncode == 2
+    assert str(bad) in result.stderr and message in result.stderr
+    assert not out.exists()
+
+
+def test_cli_rejects_truncated_model(saved, tmp_path):
+    truncated = tmp_path / "truncated.onnx"
+    truncated.write_bytes(saved.read_bytes()[: saved.stat().st_size // 2])
+    out = tmp_path / "out.onnx"
+    result = _cli("optimize", str(truncated), "-o", str(out))
+    assert result.returncode == 2, result.stderr
+    assert str(truncated) in result.stderr
+    assert not out.exists()
+
+
+def test_cli_missing_file_and_directory(tmp_path):
+    result = _cli("optimize", str(tmp_path / "nope.onnx"), "-o", str(tmp_path / "o.onnx"))
+    assert result.returncode == 2 and "no such file" in result.stderr
+    result = _cli("optimize", str(tmp_path), "-o", str(tmp_path / "o.onnx"))
+    assert result.returncode == 2 and "is a directory" in result.stderr
+
+
+def test_cli_output_equal_to_input_needs_in_place(saved):
+    before = saved.read_bytes()
+    result = _cli("optimize", str(saved), "-o", str(saved))
+    assert result.returncode == 2 and "--in-place" in result.stderr
+    assert saved.read_bytes() == before
+    result = _cli("optimize", str(saved), "-o", str(saved), "--in-place")
+    assert result.returncode == 0, result.stderr
+    assert "modelprov.sources" in {p.key for p in onnx.load(str(saved)).metadata_props}
+
+
+def _with_invalid_utf8(model: ir.Model) -> onnx.ModelProto:
+    proto = ir.to_proto(model)
+    entry = proto.graph.node[0].metadata_props.add()
+    entry.key, entry.value = "user.note", "PLACEHOLDER"
+    data = proto.SerializeToString().replace(b"PLACEHOLDER", b"\xff\xfe\xfdPLACEHOL")
+    bad = onnx.ModelProto()
+    bad.ParseFromString(data)
+    return bad
+
+
+def test_invalid_utf8_metadata_names_node_and_key(export_of):
+    proto = _with_invalid_utf8(export_of("double_transpose"))
+    before = proto.SerializeToString()
+    node_name = proto.graph.node[0].name
+    with pytest.raises(MetadataError, match=rf"node '{node_name}'.*'user.note' is not valid UTF-8"):
+        modelprov.optimize(proto)
+    assert proto.SerializeToString() == before
+
+
+def test_oversized_metadata_value_names_key(export_of):
+    model = export_of("double_transpose")
+    first = next(iter(model.graph))
+    first.metadata_props["user.blob"] = "x" * (10 * 1024 * 1024)
+    proto = ir.to_proto(model)
+    before = proto.SerializeToString()
+    with pytest.raises(MetadataError, match=r"'user.blob' holds 10485760 bytes"):
+        modelprov.optimize(proto)
+    assert proto.SerializeToString() == before
+
+
+def test_optimize_rejects_other_types():
+    with pytest.raises(TypeError, match="onnx.ModelProto or onnx_ir.Model"):
+        modelprov.optimize("model.onnx")  # type: ignore[call-overload]
+
+
+def test_sources_rejects_mismatched_kinds(export_of):
+    model = export_of("double_transpose")
+    with pytest.raises(TypeError, match="onnx.ModelProto with one of its onnx.NodeProto"):
+        modelprov.sources(ir.to_proto(model), next(iter(model.graph)))  # type: ignore[arg-type]
