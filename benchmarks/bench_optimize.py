@@ -48,7 +48,9 @@ def main() -> None:
         ours = modelprov.optimize(base)
         ours_times.append(time.perf_counter() - started)
     theirs_median, ours_median = statistics.median(theirs_times), statistics.median(ours_times)
-    print(f"onnxscript.optimizer.optimize: median {theirs_median:.3f}s  ({len(theirs.graph)} nodes)")
+    print(
+        f"onnxscript.optimizer.optimize: median {theirs_median:.3f}s  ({len(theirs.graph)} nodes)"
+    )
     print(f"modelprov.optimize:            median {ours_median:.3f}s  ({len(ours.graph)} nodes)")
     print(f"time ratio modelprov/onnxscript: {ours_median / theirs_median:.2f} (target <= 1.10)")
     for label, model in (("onnxscript", theirs), ("modelprov", ours)):

@@ -66,7 +66,10 @@ def test_each_layer_output_node_carries_its_range(seed003):
     measured = _hook_ranges(module, batches)
     for path in ("0", "1", "2"):
         (node,) = _producer_of_module_output(model, path)
-        low, high = float(node.metadata_props["custom.min"]), float(node.metadata_props["custom.max"])
+        low, high = (
+            float(node.metadata_props["custom.min"]),
+            float(node.metadata_props["custom.max"]),
+        )
         assert np.float32(low) == np.float32(measured[path][0])
         assert np.float32(high) == np.float32(measured[path][1])
         assert node.metadata_props["custom.min"] == stats[path]["custom.min"]
@@ -145,8 +148,6 @@ def test_fx_traceback_annotate_is_honoured():
             return torch.relu(y)
 
     model = _export(Annotated().eval(), (torch.randn(2, 4),), optimize=False)
-    stages = {
-        node.op_type: node.metadata_props.get("stage") for node in model.graph
-    }
+    stages = {node.op_type: node.metadata_props.get("stage") for node in model.graph}
     assert stages.get("Gemm") == "encoder"
     assert stages.get("Relu") is None
