@@ -7,8 +7,11 @@ import modelprov.policy
 def test_public_names() -> None:
     assert sorted(modelprov.__all__) == sorted(
         [
+            "AuditReport",
             "DEFAULT_POLICIES",
             "DiffReport",
+            "FunctionizePass",
+            "InlinePass",
             "MergeContext",
             "OptimizeProvenancePass",
             "Policies",
@@ -19,14 +22,25 @@ def test_public_names() -> None:
             "TraceOptions",
             "annotate",
             "annotations",
+            "audit",
             "calibrate",
             "diff",
             "errors",
             "export",
             "export_stablehlo",
+            "find_calls",
+            "functionize",
+            "inline",
             "optimize",
+            "optimize_with",
+            "overlay",
             "policy",
+            "recover",
+            "report",
             "sources",
+            "structural_hash",
+            "write_overlay",
+            "write_report",
         ]
     )
     for name in modelprov.__all__:

@@ -88,9 +88,8 @@ class Change:
     Attributes:
         absorbed: for each node of the new graph that took over removed nodes' work, those
             removed nodes (a surviving node keeps its own provenance besides).
-        produces: for each node of the new graph, the old values whose tensors its
-            outputs now are (by output value).
         replaced: new value -> the old values it replaced (value-scoped data follows it).
+        same: surviving node of the new graph -> the old node it is.
         new_nodes: nodes that did not exist before.
         removed: nodes that no longer exist.
         eliminated: removed nodes no node claimed (dead code).
@@ -99,6 +98,7 @@ class Change:
 
     absorbed: dict[ir.Node, set[ir.Node]]
     replaced: dict[ir.Value, list[ir.Value]]
+    same: dict[ir.Node, ir.Node]
     new_nodes: list[ir.Node]
     removed: list[ir.Node]
     eliminated: list[ir.Node]
@@ -229,12 +229,23 @@ def diff(
                     for v in before.inputs[node]
                     if v is not None
                 }
-            entries = [old for old in olds if old in read] or (olds if old_consumer is None else [])
+            # A new reader that took over removed nodes claims only what they read; one
+            # without claims of its own may have taken over any of the old readers.
+            entries = [old for old in olds if old in read]
+            if old_consumer is None and not absorbed.get(consumer):
+                entries = list(olds)
             claim = region(entries, stops_of(consumer) - set(entries))
             if claim:
                 absorbed.setdefault(consumer, set()).update(claim)
 
-    unanchored = _share_within_clusters(new_nodes, absorbed, before, producer_now, old_equivalents)
+    unanchored = _share_within_clusters(
+        new_nodes,
+        absorbed,
+        before,
+        producer_now,
+        old_equivalents,
+        lambda value: bool(old_equivalents(value)),
+    )
     claimed_all: set[ir.Node] = set()
     for claim in absorbed.values():
         claimed_all.update(claim)
@@ -242,6 +253,7 @@ def diff(
     return Change(
         absorbed=absorbed,
         replaced=replaced,
+        same=old_of,
         new_nodes=new_nodes,
         removed=removed,
         eliminated=eliminated,
@@ -255,6 +267,7 @@ def _share_within_clusters(
     before: Snapshot,
     producer_now: Mapping[ir.Value, ir.Node],
     old_equivalents: Callable[[ir.Value], list[ir.Value]],
+    known: Callable[[ir.Value], bool],
 ) -> list[ir.Node]:
     """New nodes without claims take, from the claims of the new nodes linked to them by
     fresh values, the removed nodes they can compute: those whose inputs from outside the
@@ -269,7 +282,7 @@ def _share_within_clusters(
         return node
 
     def fresh_producer(value: ir.Value | None) -> ir.Node | None:
-        if value is None or before.knows(value):
+        if value is None or known(value):
             return None
         upstream = producer_now.get(value)
         return upstream if upstream is not None and upstream in new_set else None

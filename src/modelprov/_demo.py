@@ -12,10 +12,12 @@ import onnx_ir as ir
 import torch
 
 from modelprov import _examples
+from modelprov._io import save_model
 from modelprov._sources import STACK_TRACE_KEY
 from modelprov.audit import diff
 from modelprov.onnx._export import export
 from modelprov.onnx._lookup import sources
+from modelprov.report import write_report
 
 __all__ = ["run_demo"]
 
@@ -66,5 +68,11 @@ def run_demo(out: TextIO, *, folder: str | None = None) -> str:
             trace = node.metadata_props.get(STACK_TRACE_KEY, "")
             out.write("    its stack_trace metadata:\n")
             out.write("".join(f"      | {line}\n" for line in trace.split("\n")[:12]))
-        out.write(f"  saved: {path}\n\n")
+        out.write(f"  saved: {path}\n")
+        plain_path = os.path.join(folder, f"{name}.plain.onnx")
+        save_model(plain, plain_path)
+        report_path = write_report(
+            path, os.path.join(folder, f"{name}.report.html"), before=plain_path
+        )
+        out.write(f"  provenance report (open in a browser, works offline): {report_path}\n\n")
     return folder

@@ -1,16 +1,19 @@
 """Reading and writing model files safely.
 
-Reads fail with errors that name the file and say what is wrong; writes are atomic (a
-temporary file in the destination folder, then a rename), so a failure never leaves a
-half-written model behind.
+Reads fail with errors that name the file and say what is wrong; external data is checked
+before anything is read (its files must lie inside the model's folder, exist and be long
+enough) and loaded only when asked. Writes are atomic (a temporary file in the destination
+folder, then a rename), external data included, so a failure never leaves a half-written
+model behind.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 
 import onnx
 import onnx_ir as ir
@@ -18,10 +21,32 @@ from google.protobuf.message import DecodeError
 
 from modelprov.errors import InvalidModelError
 
-__all__ = ["PROTOBUF_LIMIT", "atomic_write_bytes", "load_model_proto", "save_model"]
+__all__ = [
+    "PROTOBUF_LIMIT",
+    "ExternalData",
+    "atomic_write_bytes",
+    "check_output",
+    "external_data_of",
+    "load_model",
+    "load_model_proto",
+    "model_from_proto",
+    "save_model",
+]
 
 PROTOBUF_LIMIT = 2**31 - 1
 """Largest serialized protobuf; bigger models are written with external data."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ExternalData:
+    """One tensor stored outside the model file: where its bytes are."""
+
+    tensor: str
+    location: str
+    path: str
+    """The data file, resolved against the model's folder (symlinks followed)."""
+    offset: int
+    length: int | None
 
 
 def _check_path(path: str | os.PathLike[str]) -> str:
@@ -35,11 +60,105 @@ def _check_path(path: str | os.PathLike[str]) -> str:
     return name
 
 
+def _graph_tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
+    yield from graph.initializer
+    for sparse in graph.sparse_initializer:
+        yield sparse.values
+        yield sparse.indices
+    for node in graph.node:
+        yield from _node_tensors(node)
+
+
+def _node_tensors(node: onnx.NodeProto) -> Iterator[onnx.TensorProto]:
+    for attribute in node.attribute:
+        if attribute.HasField("t"):
+            yield attribute.t
+        yield from attribute.tensors
+        for sparse in [attribute.sparse_tensor] if attribute.HasField("sparse_tensor") else []:
+            yield sparse.values
+            yield sparse.indices
+        for sparse in attribute.sparse_tensors:
+            yield sparse.values
+            yield sparse.indices
+        if attribute.HasField("g"):
+            yield from _graph_tensors(attribute.g)
+        for subgraph in attribute.graphs:
+            yield from _graph_tensors(subgraph)
+
+
+def _all_tensors(proto: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
+    yield from _graph_tensors(proto.graph)
+    for function in proto.functions:
+        for node in function.node:
+            yield from _node_tensors(node)
+
+
+def _inside(path: str, folder: str) -> bool:
+    return os.path.commonpath([path, folder]) == folder
+
+
+def external_data_of(proto: onnx.ModelProto, model_path: str) -> list[ExternalData]:
+    """Every tensor of the model (graph, subgraphs, functions) stored as external data.
+
+    Raises InvalidModelError naming the tensor and its location when the location is
+    absolute or leads outside the model's folder (``..``, symlinks), when its file is
+    missing, or when the file is shorter than offset + length. Reads no tensor data.
+    """
+    folder = os.path.realpath(os.path.dirname(os.path.abspath(model_path)))
+    result: list[ExternalData] = []
+    sizes: dict[str, int] = {}
+    for tensor in _all_tensors(proto):
+        if tensor.data_location != onnx.TensorProto.EXTERNAL:
+            continue
+        entries = {entry.key: entry.value for entry in tensor.external_data}
+        location = entries.get("location", "")
+        where = f"{model_path}: tensor {tensor.name!r} stores its data in {location!r}"
+        if not location:
+            raise InvalidModelError(f"{where}, which names no file; the model is corrupt")
+        if os.path.isabs(location) or location.startswith(("/", "\\")) or ":" in location[:3]:
+            raise InvalidModelError(
+                f"{where}, an absolute path; external data must lie inside the model's "
+                f"folder {folder} (refused for safety)"
+            )
+        resolved = os.path.realpath(os.path.join(folder, location))
+        if not _inside(resolved, folder):
+            raise InvalidModelError(
+                f"{where}, which leads outside the model's folder {folder} (to {resolved}); "
+                "refused for safety: move the data file beside the model"
+            )
+        try:
+            offset = int(entries.get("offset", "0"))
+            length = int(entries["length"]) if "length" in entries else None
+        except ValueError:
+            raise InvalidModelError(
+                f"{where} with a non-integer offset or length; the model is corrupt"
+            ) from None
+        if offset < 0 or (length is not None and length < 0):
+            raise InvalidModelError(f"{where} with a negative offset or length")
+        if resolved not in sizes:
+            if not os.path.isfile(resolved):
+                raise InvalidModelError(
+                    f"{where}, which does not exist ({resolved}); keep the data files "
+                    "beside the model"
+                )
+            sizes[resolved] = os.path.getsize(resolved)
+        end = offset + (length or 0)
+        if end > sizes[resolved]:
+            raise InvalidModelError(
+                f"{where} at bytes {offset}..{end}, but the file holds only "
+                f"{sizes[resolved]} bytes; the data file is truncated or belongs to "
+                "another model"
+            )
+        result.append(ExternalData(tensor.name, location, resolved, offset, length))
+    return result
+
+
 def load_model_proto(path: str | os.PathLike[str], *, load_weights: bool = True) -> onnx.ModelProto:
     """Loads an ONNX file, with external weights only when ``load_weights``.
 
     Raises InvalidModelError naming the file when it is missing, empty, not ONNX,
-    truncated, or when its external data cannot be found.
+    truncated, or when its external data is unsafe or cannot be found (checked before
+    any weight is read, also when ``load_weights`` is false).
     """
     name = _check_path(path)
     try:
@@ -59,7 +178,8 @@ def load_model_proto(path: str | os.PathLike[str], *, load_weights: bool = True)
             f"{name}: parses as protobuf but is no ONNX model (no graph or ir_version); "
             "the file may be truncated or of another format"
         )
-    if load_weights:
+    external = external_data_of(proto, name)
+    if load_weights and external:
         try:
             onnx.load_external_data_for_model(proto, os.path.dirname(os.path.abspath(name)))
         except (OSError, ValueError) as error:
@@ -67,6 +187,71 @@ def load_model_proto(path: str | os.PathLike[str], *, load_weights: bool = True)
                 f"{name}: its external data cannot be loaded: {error}; keep the data files "
                 "beside the model"
             ) from None
+    return proto
+
+
+def load_model(path: str | os.PathLike[str], *, load_weights: bool = False) -> ir.Model:
+    """Loads an ONNX file as an onnx_ir.Model, checked like :func:`load_model_proto`.
+
+    Without ``load_weights`` external tensors stay on disk (``ir.ExternalTensor``,
+    memory-mapped only when read), so graph-only work never reads the weights.
+    """
+    name = os.fspath(path)
+    return model_from_proto(load_model_proto(name, load_weights=load_weights), name)
+
+
+def model_from_proto(proto: onnx.ModelProto, path: str | os.PathLike[str]) -> ir.Model:
+    """``proto`` as an onnx_ir.Model whose external tensors are read beside ``path``."""
+    model = ir.from_proto(proto)
+    ir.external_data.set_base_dir(model.graph, os.path.dirname(os.path.abspath(path)))
+    return model
+
+
+def check_output(
+    output: str | os.PathLike[str],
+    inputs: Sequence[str | os.PathLike[str]],
+    *,
+    in_place: bool = False,
+) -> str:
+    """Checks, before any work, that ``output`` can be written and overwrites no input.
+
+    The output and its ``.data`` file must not be an input or one of the inputs' external
+    data files unless ``in_place``; the output folder must exist and be writable.
+    Returns the output path.
+    """
+    name = os.fspath(output)
+    written = [name, name + ".data"]
+    read: list[str] = []
+    for each in inputs:
+        read.append(os.fspath(each))
+        with contextlib.suppress(InvalidModelError):
+            read.extend(item.path for item in external_data_of(_quick_proto(each), os.fspath(each)))
+    for target in written:
+        for source in read:
+            if (
+                not in_place
+                and os.path.exists(target)
+                and os.path.exists(source)
+                and os.path.samefile(target, source)
+            ):
+                raise InvalidModelError(
+                    f"{name}: the output would overwrite the input {source}; pass "
+                    "--in-place to allow it, or choose another output"
+                )
+    folder = os.path.dirname(os.path.abspath(name))
+    if os.path.isdir(name):
+        raise InvalidModelError(f"{name}: is a directory; give an output file name")
+    if not os.path.isdir(folder):
+        raise InvalidModelError(f"{name}: the output folder {folder} does not exist")
+    with _temporary_beside(name):
+        pass
+    return name
+
+
+def _quick_proto(path: str | os.PathLike[str]) -> onnx.ModelProto:
+    proto = onnx.ModelProto()
+    with contextlib.suppress(OSError, DecodeError), open(path, "rb") as stream:
+        proto.ParseFromString(stream.read())
     return proto
 
 
@@ -102,23 +287,44 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
         os.replace(temporary, name)
 
 
+def _tensors_of(model: ir.Model) -> Iterable[ir.TensorProtocol]:
+    for graph in (model.graph, *model.graph.subgraphs()):
+        for value in graph.initializers.values():
+            if value.const_value is not None:
+                yield value.const_value
+
+
 def save_model(
     model: ir.Model, path: str | os.PathLike[str], *, external_data: bool | None = None
 ) -> None:
-    """Saves atomically; weights go to ``<name>.data`` when asked or when over 2 GB."""
+    """Saves atomically; weights go to ``<name>.data`` when asked or when over 2 GB.
+
+    Weights still on disk (``ir.ExternalTensor``, e.g. from :func:`load_model`) are always
+    copied into ``<name>.data``: a reference to the input's data file would break when the
+    output lives elsewhere, and would tie the output to the input.
+    """
     name = os.fspath(path)
-    size = sum(
-        tensor.const_value.nbytes
-        for tensor in model.graph.initializers.values()
-        if tensor.const_value is not None
-    )
-    if not external_data and size < PROTOBUF_LIMIT // 2:
+    tensors = list(_tensors_of(model))
+    size = sum(tensor.nbytes for tensor in tensors)
+    on_disk = any(isinstance(tensor, ir.ExternalTensor) for tensor in tensors)
+    if external_data is None:
+        external_data = on_disk or size >= PROTOBUF_LIMIT // 2
+    if not external_data:
         atomic_write_bytes(name, ir.to_proto(model).SerializeToString())
         return
     data_name = os.path.basename(name) + ".data"
     folder = os.path.dirname(os.path.abspath(name))
-    with tempfile.TemporaryDirectory(prefix=".modelprov-", dir=folder) as staging:
-        staged = os.path.join(staging, os.path.basename(name))
-        ir.save(model, staged, external_data=data_name)
-        os.replace(os.path.join(staging, data_name), os.path.join(folder, data_name))
-        os.replace(staged, name)
+    if not os.path.isdir(folder):
+        raise InvalidModelError(f"{name}: the output folder {folder} does not exist")
+    try:
+        with tempfile.TemporaryDirectory(prefix=".modelprov-", dir=folder) as staging:
+            staged = os.path.join(staging, os.path.basename(name))
+            ir.save(model, staged, external_data=data_name)
+            staged_data = os.path.join(staging, data_name)
+            if os.path.exists(staged_data):
+                os.replace(staged_data, os.path.join(folder, data_name))
+            os.replace(staged, name)
+    except OSError as error:
+        raise InvalidModelError(
+            f"{name}: cannot write in {folder}: {error.strerror or error}"
+        ) from None

@@ -408,6 +408,7 @@ DEFAULT_POLICIES = Policies(
         "pkg.torch.export.*": union,
         "pkg.onnxscript.rewriter.rule_name": join(", "),
         "pkg.onnxscript.optimizer.folded_from": union,
+        "pkg.modelprov.aten_call": join("\n"),
         **dict.fromkeys(_CALIBRATION_KEYS, from_output),
     }
 )

@@ -1,5 +1,26 @@
 """Audit and diff: what provenance a model carries, and what a step kept."""
 
+from modelprov.audit._audit import (
+    AuditReport,
+    FunctionUse,
+    InvalidMetadata,
+    KeyCoverage,
+    LargeValue,
+    audit,
+)
 from modelprov.audit._diff import DiffReport, Recall, diff
+from modelprov.audit._steps import OptimizeReport, optimize_report
 
-__all__ = ["DiffReport", "Recall", "diff"]
+__all__ = [
+    "AuditReport",
+    "DiffReport",
+    "FunctionUse",
+    "InvalidMetadata",
+    "KeyCoverage",
+    "LargeValue",
+    "OptimizeReport",
+    "Recall",
+    "audit",
+    "diff",
+    "optimize_report",
+]

@@ -12,6 +12,7 @@ import onnx_ir as ir
 
 from modelprov._correspond import all_nodes
 from modelprov._sources import Source
+from modelprov.audit._audit import has_provenance
 from modelprov.onnx._lookup import node_sources
 
 __all__ = ["DiffReport", "Recall", "diff", "dynamic_nodes"]
@@ -70,6 +71,7 @@ class DiffReport:
     module_paths: Recall
     module_paths_dyn: Recall
     nodes_without_sources: tuple[str, ...]
+    """Nodes of the model after whose sources carry no metadata at all."""
     lost_sources: Mapping[str, str]
     """Lost FX node -> its innermost source line ('' when unknown)."""
 
@@ -113,8 +115,15 @@ class DiffReport:
             for name, all_, dyn in rows
         ]
         lines.append(f"nodes without sources: {len(self.nodes_without_sources)}")
+        lines += [f"  {name}" for name in self.nodes_without_sources]
+        lines.append(f"lost FX nodes: {len(self.lost_sources)}")
+        dynamic = set(self.fx_nodes_dyn.lost)
         for fx, where in self.lost_sources.items():
-            lines.append(f"  lost {fx}" + (f"  ({where})" if where else ""))
+            lines.append(
+                f"  lost {fx}"
+                + (" [dyn]" if fx in dynamic else "")
+                + (f"  ({where})" if where else "")
+            )
         return "\n".join(lines)
 
     def to_json_text(self) -> str:
@@ -170,7 +179,7 @@ def diff(before: onnx.ModelProto | ir.Model, after: onnx.ModelProto | ir.Model) 
         module_paths=Recall.of(modules_all, modules_after),
         module_paths_dyn=Recall.of(modules_dyn, modules_after),
         nodes_without_sources=tuple(
-            node.name or node.op_type for node, found in after_pairs if not found
+            node.name or node.op_type for node, found in after_pairs if not has_provenance(found)
         ),
         lost_sources=lost_lines,
     )

@@ -15,6 +15,7 @@ from modelprov.annotation import module_paths, normalize_annotations
 from modelprov.annotation._fx_custom import fx_custom_metadata
 from modelprov.errors import AnnotationError
 from modelprov.onnx._annotations import apply_annotations
+from modelprov.onnx._aten_record import record_aten_calls
 from modelprov.onnx._optimize import OptimizeProvenancePass
 from modelprov.onnx._provenance import Provenance
 from modelprov.policy import DEFAULT_POLICIES, Policies
@@ -57,6 +58,7 @@ def export(
     normalized = _collect_annotations(model, annotations)
     with torch.fx.traceback.preserve_node_meta():
         program = torch.onnx.export(model, args, None, dynamo=True, optimize=False, **kwargs)
+    record_aten_calls(program)
     fx_custom = (
         fx_custom_metadata(program.exported_program) if program.exported_program is not None else {}
     )

@@ -115,10 +115,12 @@ class Provenance:
         return result
 
     def apply(self, change: Change, graph: ir.Graph) -> None:
-        """Moves sources along one step's change."""
-        updated: dict[ir.Node, frozenset[int]] = {}
+        """Moves sources along one step's change (surviving nodes keep theirs)."""
+        updated: dict[ir.Node, frozenset[int]] = {
+            node: self.node_sources.get(old, frozenset()) for node, old in change.same.items()
+        }
         for node, claimed in change.absorbed.items():
-            merged = set(self.node_sources.get(node, frozenset()))
+            merged = set(updated.get(node, frozenset()))
             for old_node in claimed:
                 merged.update(self.node_sources.get(old_node, frozenset()))
             updated[node] = frozenset(merged)
@@ -127,16 +129,16 @@ class Provenance:
             for old_value in olds:
                 merged.update(self.value_sources.get(old_value, frozenset()))
             self.value_sources[new_value] = frozenset(merged)
-        self.node_sources.update(updated)
         current = all_nodes(graph)
         kept: set[int] = set()
         for node in current:
-            kept.update(self.node_sources.setdefault(node, frozenset()))
+            kept.update(updated.setdefault(node, frozenset()))
         for node in change.removed:
-            for index in self.node_sources.pop(node, frozenset()):
+            for index in self.node_sources.get(node, frozenset()):
                 if index not in kept:
                     self.lost.add(index)
         self.lost -= kept
+        self.node_sources = updated
         live_values = {value for node in current for value in node.outputs}
         self.value_sources = {
             value: sources

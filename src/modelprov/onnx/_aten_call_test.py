@@ -1,0 +1,67 @@
+"""Parsing FX node text, binding to ATen schemas, and the JSON record."""
+
+from __future__ import annotations
+
+from modelprov.onnx._aten_call import (
+    AtenCall,
+    call_from_fx_text,
+    call_of,
+    function_name,
+    onnx_attribute,
+)
+
+LAYER_NORM = (
+    "%layer_norm : [num_users=1] = call_function[target=torch.ops.aten.layer_norm.default]"
+    "(args = (%clone, [64], %p_w, %p_b, 1e-05, False), kwargs = {})"
+)
+ARANGE = (
+    "%arange : [num_users=1] = call_function[target=torch.ops.aten.arange.default]"
+    "(args = (16,), kwargs = {device: cpu, pin_memory: False, dtype: torch.int64})"
+)
+
+
+def test_fx_text_binds_to_the_schema() -> None:
+    call = call_from_fx_text(LAYER_NORM, {"clone": "clone", "p_w": "model.w"})
+    assert call is not None
+    assert call.target == "aten::layer_norm.default"
+    assert [(a.name, a.is_tensor) for a in call.arguments] == [
+        ("input", True),
+        ("normalized_shape", False),
+        ("weight", True),
+        ("bias", True),
+        ("eps", False),
+        ("cudnn_enable", False),
+    ]
+    assert call.arguments[0].tensors == (("clone", "clone"),)
+    assert call.arguments[2].tensors == (("p_w", "model.w"),)
+    assert call.arguments[1].value == [64]
+    assert call.arguments[4].value == 1e-05
+
+
+def test_kwargs_and_enums() -> None:
+    call = call_from_fx_text(ARANGE, {})
+    assert call is not None
+    values = {a.name: a.value for a in call.arguments}
+    assert values["end"] == 16 and values["device"] == "cpu" and values["dtype"] == "torch.int64"
+    assert call.tensor_arguments == []
+
+
+def test_record_round_trip_and_precedence() -> None:
+    call = call_from_fx_text(LAYER_NORM, {"clone": "clone"})
+    assert call is not None
+    assert AtenCall.from_json(call.to_json()) == call
+    metadata = {"pkg.modelprov.aten_call": call.to_json(), "pkg.torch.onnx.fx_node": ARANGE}
+    assert call_of(metadata, {}) == call
+    assert AtenCall.from_json('{"version": 99}') is None
+    assert call_from_fx_text("%x : = placeholder[target=x]", {}) is None
+
+
+def test_names_and_attributes() -> None:
+    assert function_name("aten::addmm.default") == "aten_addmm_default"
+    assert function_name("aten::add_.Tensor") == "aten_add__Tensor"
+    call = call_from_fx_text(LAYER_NORM, {})
+    assert call is not None
+    eps = onnx_attribute(call.arguments[4])
+    shape = onnx_attribute(call.arguments[1])
+    assert eps is not None and abs(eps.value - 1e-05) < 1e-9
+    assert shape is not None and list(shape.value) == [64]

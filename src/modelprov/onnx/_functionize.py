@@ -1,0 +1,492 @@
+"""modelprov.functionize: ATen ops or nn.Module calls as calls of model-local functions.
+
+``level="aten"``: the main-graph nodes computing one FX node (its *primary* source, below)
+become one call in domain ``pkg.torch.aten``, named from the ATen qualified name
+(``aten::addmm.default`` -> ``aten_addmm_default``); inputs are the schema's tensor
+arguments in order (a ``Tensor[]`` argument ``t`` gives ``t_0``, ``t_1``, …; an absent one is
+an empty input), attributes the non-tensor arguments with the call's values; constants the
+nodes read that are no argument are copied into the body. ``level="module"``: each
+nn.Module call (``pkg.torch.onnx.name_scopes`` / ``class_hierarchy``), innermost first,
+becomes a call in domain ``pkg.torch.module`` named from the class. Equal bodies share one
+function; ``overload`` is the first 12 hex digits of its structural hash.
+
+Left as they are and reported (:attr:`FunctionizePass.skipped`, and logged): nodes with
+subgraphs (If, Loop, Scan), nodes without FX provenance or ATen schema, groups whose nodes
+cannot become one node (a path leaves and re-enters them) or read values that match no
+argument. Existing functions are kept.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import logging
+import re
+from collections.abc import Mapping, Sequence
+from typing import Literal, overload
+
+import onnx
+import onnx_ir as ir
+
+from modelprov._sources import CLASS_HIERARCHY_KEY, NAME_SCOPES_KEY, _literal_list
+from modelprov.onnx._aten_call import AtenCall, call_of, function_name, onnx_attribute, schema_of
+from modelprov.onnx._call_provenance import call_metadata, rewrite_table
+from modelprov.onnx._convert import to_ir_copy, to_kind
+from modelprov.onnx._provenance import Provenance
+from modelprov.onnx._wrap import (
+    ATEN_DOMAIN,
+    MODULE_DOMAIN,
+    Region,
+    Wrapper,
+    constant_node,
+    has_subgraphs,
+    is_constant,
+)
+from modelprov.policy import Policies
+
+__all__ = [
+    "ATEN_TARGET_KEY",
+    "MODULE_CLASS_KEY",
+    "FunctionizePass",
+    "Skipped",
+    "functionize",
+]
+
+logger = logging.getLogger(__name__)
+
+ATEN_TARGET_KEY = "pkg.modelprov.aten_target"
+ATEN_SCHEMA_KEY = "pkg.modelprov.aten_schema"
+MODULE_CLASS_KEY = "pkg.modelprov.module_class"
+MAX_COPIED_CONSTANT_BYTES = 1 << 16
+_IDENTIFIER = re.compile(r"\W")
+
+Level = Literal["aten", "module"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Skipped:
+    """Nodes functionize left as they were, and why."""
+
+    nodes: tuple[str, ...]
+    reason: str
+
+
+def _label(node: ir.Node) -> str:
+    return node.name or node.op_type
+
+
+class FunctionizePass(ir.passes.InPlacePass):
+    """Wraps ATen ops (``level="aten"``) or nn.Module calls (``"module"``) into functions.
+
+    After a run, :attr:`skipped` lists what was left as it was and :attr:`calls` counts
+    the call nodes made.
+    """
+
+    def __init__(self, *, level: Level = "aten", policies: Policies | None = None) -> None:
+        super().__init__()
+        if level not in ("aten", "module"):
+            raise ValueError(f"functionize level must be 'aten' or 'module', got {level!r}")
+        self.level: Level = level
+        self.policies = policies
+        self.skipped: list[Skipped] = []
+        self.calls = 0
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        self.skipped = []
+        self.calls = 0
+        provenance = Provenance.read(model)
+        wrapper = Wrapper(model)
+        if self.level == "aten":
+            self._aten(model, provenance, wrapper)
+        else:
+            self._modules(model, provenance, wrapper)
+        if self.calls:
+            if model.ir_version is None or model.ir_version < 10:
+                model.ir_version = 10
+            rewrite_table(model, provenance.table)
+            if not _is_sorted(model.graph):
+                model.graph.sort()
+        for skipped in self.skipped:
+            logger.info(
+                "functionize left %d node(s) (%s): %s",
+                len(skipped.nodes),
+                ", ".join(skipped.nodes[:4]),
+                skipped.reason,
+            )
+        logger.info(
+            "functionize(level=%r): %d call(s) of %d function(s); %d group(s) left as they were",
+            self.level,
+            self.calls,
+            len(wrapper.functions),
+            len(self.skipped),
+        )
+        return ir.passes.PassResult(model, modified=self.calls > 0)
+
+    def _wrap(self, wrapper: Wrapper, provenance: Provenance, region: Region) -> ir.Node:
+        indices: set[int] = set()
+        for node in region.nodes:
+            indices.update(provenance.node_sources.get(node, frozenset()))
+        outputs = wrapper.outputs_of(region.nodes)
+        produced: set[int] = set()
+        for value in outputs:
+            produced.update(provenance.value_sources.get(value, frozenset()))
+        metadata = call_metadata(
+            provenance, indices, produced, label=f"call_{region.key}", policies=self.policies
+        )
+        old_sources = [provenance.value_sources.get(value) for value in outputs]
+        call = wrapper.wrap(region, metadata)
+        self.calls += 1
+        provenance.node_sources[call] = frozenset(indices)
+        for value, sources in zip(call.outputs, old_sources, strict=True):
+            if sources is not None:
+                provenance.value_sources[value] = sources
+        return call
+
+    # -- level="aten" -------------------------------------------------------------------
+
+    def _aten(self, model: ir.Model, provenance: Provenance, wrapper: Wrapper) -> None:
+        groups: dict[str, list[ir.Node]] = {}
+        primaries: dict[str, int] = {}
+        orphans: list[ir.Node] = []
+        for node in model.graph:
+            if has_subgraphs(node):
+                self.skipped.append(Skipped((_label(node),), "holds subgraphs (If/Loop/Scan)"))
+                continue
+            primary = _primary(node, provenance)
+            if primary is None:
+                orphans.append(node)
+                continue
+            key = provenance.table[primary].fx_node
+            groups.setdefault(key, []).append(node)
+            primaries.setdefault(key, primary)
+        if orphans:
+            self.skipped.append(
+                Skipped(tuple(_label(n) for n in orphans), "no FX node with an ATen schema")
+            )
+        names = _value_names(model.graph)
+        order = {node: index for index, node in enumerate(model.graph)}
+        regions: list[Region] = []
+        for key, nodes in groups.items():
+            source = provenance.table[primaries[key]]
+            call = call_of(source.metadata, names)
+            labels = tuple(_label(node) for node in nodes)
+            if call is None:
+                self.skipped.append(Skipped(labels, f"{source.target}: no ATen schema found"))
+                continue
+            if not wrapper.is_convex(nodes, order):
+                self.skipped.append(
+                    Skipped(labels, f"{call.target}: a path leaves these nodes and comes back")
+                )
+                continue
+            region = _aten_region(key, nodes, call, provenance)
+            if isinstance(region, str):
+                self.skipped.append(Skipped(labels, region))
+                continue
+            regions.append(region)
+        # Consumers read their own copies of external constants before any wrapping, so
+        # a constant never becomes an extra output of the call that made it.
+        for region in regions:
+            _detach_constants(region)
+        for region in regions:
+            self._wrap(wrapper, provenance, region)
+        for name, value in list(model.graph.initializers.items()):
+            if not value.uses() and not value.is_graph_output():
+                del model.graph.initializers[name]
+
+    # -- level="module" -----------------------------------------------------------------
+
+    def _modules(self, model: ir.Model, provenance: Provenance, wrapper: Wrapper) -> None:
+        chains: dict[ir.Node, list[tuple[str, str]]] = {}
+        for node in model.graph:
+            primary = _primary(node, provenance)
+            metadata: Mapping[str, str] = node.metadata_props
+            if primary is not None:
+                metadata = provenance.table[primary].metadata
+            chains[node] = _module_chain(metadata)
+        paths: dict[str, tuple[int, int, str]] = {}
+        for position, node in enumerate(model.graph):
+            for depth, (path, cls) in enumerate(chains[node], start=1):
+                paths.setdefault(path, (depth, position, cls))
+        for path, (depth, _, cls) in sorted(
+            paths.items(), key=lambda item: (-item[1][0], item[1][1])
+        ):
+            nodes = [
+                node
+                for node in model.graph
+                if len(chains.get(node, ())) >= depth and chains[node][depth - 1][0] == path
+            ]
+            if not nodes:
+                continue
+            labels = tuple(_label(node) for node in nodes)
+            if any(has_subgraphs(node) for node in nodes):
+                self.skipped.append(Skipped(labels, f"module {path!r} holds subgraphs"))
+                continue
+            order = {node: index for index, node in enumerate(model.graph)}
+            if not wrapper.is_convex(nodes, order):
+                self.skipped.append(
+                    Skipped(labels, f"module {path!r}: a path leaves its nodes and comes back")
+                )
+                continue
+            inputs = _external_inputs(nodes)
+            short = cls.rpartition(".")[2] or cls
+            region = Region(
+                nodes=nodes,
+                inputs=list(inputs),
+                input_names=[f"input_{i}" for i in range(len(inputs))],
+                domain=MODULE_DOMAIN,
+                name=_identifier(short),
+                key=path,
+                function_metadata={MODULE_CLASS_KEY: cls},
+                doc_string=cls,
+            )
+            call = self._wrap(wrapper, provenance, region)
+            chains[call] = chains[nodes[0]][: depth - 1]
+        _name_nested_variants(model, wrapper)
+        unwrapped = [_label(node) for node in model.graph if node.domain != MODULE_DOMAIN]
+        if unwrapped:
+            self.skipped.append(Skipped(tuple(unwrapped), "in no module below the root"))
+
+
+def _name_nested_variants(model: ir.Model, wrapper: Wrapper) -> None:
+    """Functions called inside other functions carry their variant in the name.
+
+    onnxruntime 1.32 cannot resolve the overload of a call inside a function body ("not
+    a registered function/op"), so such functions are named ``<Class>_<overload>`` with an
+    empty overload; calls from the main graph only keep the overload field.
+    """
+    nested = {
+        node.op_identifier()
+        for function in wrapper.functions.values()
+        for node in function
+        if node.op_identifier() in wrapper.functions
+    }
+    renamed: dict[ir.OperatorIdentifier, ir.OperatorIdentifier] = {}
+    for key in sorted(nested):
+        function = model.functions.pop(key)
+        function.name = f"{function.name}_{function.overload}"
+        function.overload = ""
+        renamed[key] = function.identifier()
+        model.functions[function.identifier()] = function
+        wrapper.functions[function.identifier()] = wrapper.functions.pop(key)
+    if not renamed:
+        return
+    graphs: list[ir.Graph | ir.Function] = [model.graph, *model.functions.values()]
+    for graph in graphs:
+        for node in graph:
+            new = renamed.get(node.op_identifier())
+            if new is not None:
+                node.op_type, node.overload = new[1], new[2]
+
+
+def _identifier(text: str) -> str:
+    name = _IDENTIFIER.sub("_", text)
+    return name if name and not name[0].isdigit() else f"_{name}"
+
+
+def _is_sorted(graph: ir.Graph) -> bool:
+    seen: set[ir.Value] = set()
+    for node in graph:
+        for value in node.inputs:
+            if value is not None and value.producer() is not None and value not in seen:
+                return False
+        seen.update(node.outputs)
+    return True
+
+
+def _external_inputs(nodes: Sequence[ir.Node]) -> list[ir.Value]:
+    produced = {value for node in nodes for value in node.outputs}
+    inputs: dict[ir.Value, None] = {}
+    for node in nodes:
+        for value in node.inputs:
+            if value is not None and value not in produced:
+                inputs.setdefault(value, None)
+    return list(inputs)
+
+
+@functools.cache
+def _has_schema(target: str) -> bool:
+    if not target or "." not in target:
+        return False
+    try:
+        return schema_of(target) is not None
+    except Exception:
+        return False
+
+
+def _primary(node: ir.Node, provenance: Provenance) -> int | None:
+    """The source whose ATen op a node belongs to.
+
+    The source an output value is named after; else the earliest source whose output
+    the node produces (later ones are aliases such as a removed clone); else the latest
+    source it computes (earlier ones were folded into it).
+    """
+    table = provenance.table
+    indices = [
+        index
+        for index in sorted(provenance.node_sources.get(node, frozenset()))
+        if table[index].fx_node and _has_schema(table[index].target)
+    ]
+    if not indices:
+        return None
+    names = {value.name for value in node.outputs}
+    for index in indices:
+        if table[index].fx_node in names:
+            return index
+    produced: set[int] = set()
+    for value in node.outputs:
+        produced.update(provenance.value_sources.get(value, frozenset()))
+    for index in indices:
+        if index in produced:
+            return index
+    return indices[-1]
+
+
+def _value_names(graph: ir.Graph) -> dict[str, str]:
+    """FX names -> ONNX value names, for plain exports without the aten_call record."""
+    names: dict[str, str] = {}
+    for value in graph.inputs:
+        if value.name:
+            names[value.name] = value.name
+    for name in graph.initializers:
+        flat = _IDENTIFIER.sub("_", name)
+        for prefix in ("p_", "b_", "c_", ""):
+            names.setdefault(prefix + flat, name)
+    for node in graph:
+        for value in node.outputs:
+            if value.name:
+                names.setdefault(value.name, value.name)
+    return names
+
+
+def _aten_region(
+    key: str, nodes: list[ir.Node], call: AtenCall, provenance: Provenance
+) -> Region | str:
+    """The region of one ATen call, or why it cannot be one."""
+    externals = _external_inputs(nodes)
+    slots: list[tuple[str, str, str]] = []
+    for argument in call.tensor_arguments:
+        for position, (fx, onnx_name) in enumerate(argument.tensors):
+            name = f"{argument.name}_{position}" if argument.is_list else argument.name
+            slots.append((name, fx, onnx_name))
+    chosen: list[ir.Value | None] = [None] * len(slots)
+    used: set[ir.Value] = set()
+    primary_fx = {value: _producer_fx(value, provenance) for value in externals if value.producer()}
+    for index, (_, fx, onnx_name) in enumerate(slots):
+        if not fx:
+            continue
+        for value in externals:
+            if value in used:
+                continue
+            if value.name in (onnx_name, fx) or primary_fx.get(value) == fx:
+                chosen[index] = value
+                used.add(value)
+                break
+    loose = [value for value in externals if value not in used and not is_constant(value)]
+    for index, (_, fx, _) in enumerate(slots):
+        if chosen[index] is None and fx and loose:
+            chosen[index] = loose.pop(0)
+            used.add(chosen[index])  # type: ignore[arg-type]
+    if loose:
+        return (
+            f"{call.target}: reads {loose[0].name!r}, which matches no tensor argument "
+            f"({', '.join(name for name, _, _ in slots) or 'none'})"
+        )
+    if len(slots) < len({v for v in chosen if v is not None}):
+        return f"{call.target}: more inputs than tensor arguments"
+    constants = [value for value in externals if value not in used]
+    for value in constants:
+        if value.const_value is not None and value.const_value.nbytes > MAX_COPIED_CONSTANT_BYTES:
+            return (
+                f"{call.target}: reads the large constant {value.name!r}, which matches no "
+                "tensor argument"
+            )
+    attributes = [
+        attribute
+        for argument in call.arguments
+        if not argument.is_tensor
+        for attribute in [onnx_attribute(argument)]
+        if attribute is not None
+    ]
+    return Region(
+        nodes=nodes,
+        inputs=chosen,
+        input_names=[name for name, _, _ in slots],
+        domain=ATEN_DOMAIN,
+        name=function_name(call.target),
+        key=key,
+        external_constants=constants,
+        attributes=attributes,
+        declared=[argument.name for argument in call.arguments if not argument.is_tensor],
+        function_metadata={ATEN_TARGET_KEY: call.target, ATEN_SCHEMA_KEY: call.schema},
+        doc_string=call.schema,
+    )
+
+
+def _producer_fx(value: ir.Value, provenance: Provenance) -> str:
+    producer = value.producer()
+    if producer is None:
+        return ""
+    primary = _primary(producer, provenance)
+    return provenance.table[primary].fx_node if primary is not None else ""
+
+
+def _detach_constants(region: Region) -> None:
+    """Gives the region its own Constant node per external constant it reads.
+
+    Done for every region before any is wrapped, so a constant never becomes an extra
+    output of the call that made it.
+    """
+    inside = set(region.nodes)
+    for value in list(region.external_constants):
+        node = constant_node(value)
+        for use in list(value.uses()):
+            if use.node in inside:
+                use.node.replace_input_with(use.idx, node.outputs[0])
+        region.constants.append(node)
+
+
+def _module_chain(metadata: Mapping[str, str]) -> list[tuple[str, str]]:
+    """(module path, class) pairs from the root's child down to the module of an op."""
+    scopes = _literal_list(metadata.get(NAME_SCOPES_KEY, ""))
+    classes = _literal_list(metadata.get(CLASS_HIERARCHY_KEY, ""))
+    if len(scopes) != len(classes):
+        return []
+    pairs = list(zip(scopes, classes, strict=True))[1:]
+    if pairs:
+        last_class = pairs[-1][1]
+        if not re.search(r"(^|\.)[A-Z_]\w*$", last_class) or last_class.startswith("aten."):
+            pairs.pop()
+    return pairs
+
+
+@overload
+def functionize(
+    model: onnx.ModelProto, *, level: Level = ..., policies: Policies | None = ...
+) -> onnx.ModelProto: ...
+@overload
+def functionize(
+    model: ir.Model, *, level: Level = ..., policies: Policies | None = ...
+) -> ir.Model: ...
+def functionize(
+    model: onnx.ModelProto | ir.Model,
+    *,
+    level: Level = "aten",
+    policies: Policies | None = None,
+) -> onnx.ModelProto | ir.Model:
+    """Wraps each ATen op (``level="aten"``) or nn.Module call (``"module"``) into a call
+    of a model-local function; equal bodies share one function.
+
+    Args:
+        model: an onnx.ModelProto or onnx_ir.Model (from torch.onnx or modelprov); not
+            modified.
+        level: ``"aten"`` (domain ``pkg.torch.aten``) or ``"module"`` (``pkg.torch.module``).
+        policies: merge policies for the call nodes' metadata (default DEFAULT_POLICIES).
+
+    Returns:
+        The functionized model, of the same kind as ``model``. What was left as it was is
+        logged (logger ``modelprov.onnx._functionize``); use :class:`FunctionizePass` to get
+        it as :attr:`FunctionizePass.skipped`.
+    """
+    working = to_ir_copy(model)
+    FunctionizePass(level=level, policies=policies)(working)
+    return to_kind(working, model)

@@ -1,0 +1,124 @@
+"""modelprov.structural_hash: a name-independent digest of a graph or function body.
+
+Each value gets a label from what computes it (graph inputs by position, initializers by
+their bytes, node outputs by the node's label and output index); a node's label is the
+digest of its domain, op type, overload, attributes (subgraphs hashed recursively with
+their captured outer values) and its inputs' labels. The digest of the graph is that of
+its outputs' labels plus the sorted labels of every node, so it is invariant under
+renaming values and nodes, reordering independent nodes and metadata, and sensitive to
+op types, domains, attributes, topology and constant values. Value types and shapes are
+not hashed (function bodies are untyped).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+
+import numpy as np
+import onnx_ir as ir
+
+__all__ = ["node_labels", "structural_hash"]
+
+
+def _digest(*parts: bytes | str) -> bytes:
+    hasher = hashlib.sha256()
+    for part in parts:
+        data = part.encode() if isinstance(part, str) else part
+        hasher.update(len(data).to_bytes(8, "little"))
+        hasher.update(data)
+    return hasher.digest()
+
+
+def _tensor_digest(tensor: ir.TensorProtocol) -> bytes:
+    array = np.ascontiguousarray(tensor.numpy())
+    data = array.tobytes() if array.dtype != object else repr(array.tolist()).encode()
+    return _digest("tensor", str(tensor.dtype), repr(tuple(tensor.shape)), data)
+
+
+def _attribute_digest(attribute: ir.Attr, outer: Mapping[ir.Value, bytes]) -> bytes:
+    kind = attribute.type
+    if attribute.is_ref():
+        return _digest("ref", attribute.name, str(kind), attribute.ref_attr_name or "")
+    value = attribute.value
+    if kind == ir.AttributeType.GRAPH:
+        body = _graph_digest(attribute.as_graph(), outer)
+    elif kind == ir.AttributeType.GRAPHS:
+        body = _digest(*(_graph_digest(graph, outer) for graph in attribute.as_graphs()))
+    elif kind == ir.AttributeType.TENSOR:
+        body = _tensor_digest(attribute.as_tensor())
+    elif kind == ir.AttributeType.TENSORS:
+        body = _digest(*(_tensor_digest(tensor) for tensor in attribute.as_tensors()))
+    elif kind in (ir.AttributeType.FLOAT, ir.AttributeType.FLOATS):
+        body = np.asarray(value, dtype=np.float32).tobytes()
+    else:
+        body = repr(value).encode()
+    return _digest("attr", attribute.name, str(kind), body)
+
+
+def _graph_digest(
+    graph: ir.Graph | ir.Function, outer: Mapping[ir.Value, bytes] | None = None
+) -> bytes:
+    node_labels, outputs = _labels(graph, outer)
+    return _digest("graph", _digest(*outputs), _digest(*sorted(node_labels)))
+
+
+def node_labels(graph: ir.Graph | ir.Function) -> list[bytes]:
+    """Each node's structural label, in graph order (equal nodes of equal graphs match)."""
+    return _labels(graph, None)[0]
+
+
+def _labels(
+    graph: ir.Graph | ir.Function, outer: Mapping[ir.Value, bytes] | None
+) -> tuple[list[bytes], list[bytes]]:
+    labels: dict[ir.Value, bytes] = dict(outer or {})
+    for position, value in enumerate(graph.inputs):
+        labels[value] = _digest("input", str(position))
+    if isinstance(graph, ir.Graph):
+        for value in graph.initializers.values():
+            if value.const_value is not None and value not in labels:
+                labels[value] = _digest("initializer", _tensor_digest(value.const_value))
+    node_labels: list[bytes] = []
+    for node in graph:
+        inputs = [
+            b"" if value is None else labels.get(value, _digest("free", value.name or ""))
+            for value in node.inputs
+        ]
+        attributes = sorted(
+            _attribute_digest(attribute, labels) for attribute in node.attributes.values()
+        )
+        label = _digest(
+            "node",
+            node.domain,
+            node.op_type,
+            node.overload,
+            str(len(node.outputs)),
+            _digest(*inputs),
+            _digest(*attributes),
+        )
+        node_labels.append(label)
+        for index, value in enumerate(node.outputs):
+            labels[value] = _digest(label, str(index))
+    outputs = [labels.get(value, _digest("free", value.name or "")) for value in graph.outputs]
+    return node_labels, outputs
+
+
+def structural_hash(graph_or_function: ir.Graph | ir.Function | ir.Model) -> str:
+    """A stable hex digest of a graph's or function's structure.
+
+    Invariant under renaming values and nodes, reordering independent nodes, and
+    metadata; sensitive to op types, domains, overloads, attributes (attribute names of a
+    function too), topology and constant values. A model hashes as its main graph.
+    """
+    if isinstance(graph_or_function, ir.Model):
+        graph_or_function = graph_or_function.graph
+    if not isinstance(graph_or_function, (ir.Graph, ir.Function)):
+        raise TypeError(
+            "structural_hash takes an onnx_ir.Graph, onnx_ir.Function or onnx_ir.Model, "
+            f"got {type(graph_or_function).__name__}; convert protos with onnx_ir.from_proto"
+        )
+    digest = _graph_digest(graph_or_function)
+    if isinstance(graph_or_function, ir.Function):
+        names = sorted(graph_or_function.attributes)
+        digest = _digest("function", digest, *names)
+    return digest.hex()

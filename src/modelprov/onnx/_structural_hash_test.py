@@ -1,0 +1,55 @@
+"""structural_hash: renaming and reordering invariance, attribute and constant sensitivity."""
+
+from __future__ import annotations
+
+import onnx
+import onnx_ir as ir
+
+from modelprov.onnx._structural_hash import structural_hash
+
+TEXT = """
+<ir_version: 10, opset_import: ["" : 20]>
+g (float[2,3] x) => (float[3,2] y) {
+    s = Constant <value = float[1] {2.0}> ()
+    a = Mul (x, s)
+    b = Relu (x)
+    c = Add (a, b)
+    y = Transpose <perm = [1, 0]> (c)
+}
+"""
+
+
+def _model(text: str = TEXT) -> ir.Model:
+    return ir.from_proto(onnx.parser.parse_model(text))
+
+
+def test_invariant_under_renaming_and_reordering() -> None:
+    renamed = TEXT.replace(" a ", " p ").replace("(a,", "(p,").replace(" b ", " q ")
+    renamed = renamed.replace(", b)", ", q)").replace("x", "inp").replace("inp)", "inp)")
+    reordered = _model(renamed)
+    mul, relu = reordered.graph.node(1), reordered.graph.node(2)
+    reordered.graph.remove(relu)
+    reordered.graph.insert_before(mul, relu)
+    for position, node in enumerate(reordered.graph):
+        node.name = f"other_{position}"
+        node.metadata_props["k"] = "v"
+    assert structural_hash(reordered) == structural_hash(_model())
+
+
+def test_sensitive_to_attributes_constants_and_ops() -> None:
+    base = structural_hash(_model())
+    assert structural_hash(_model(TEXT.replace("perm = [1, 0]", "perm = [0, 1]"))) != base
+    assert structural_hash(_model(TEXT.replace("{2.0}", "{3.0}"))) != base
+    assert structural_hash(_model(TEXT.replace("Relu", "Sigmoid"))) != base
+    assert structural_hash(_model(TEXT.replace("Add (a, b)", "Add (b, a)"))) != base
+
+
+def test_functions_hash_their_bodies_and_attribute_names() -> None:
+    value = ir.Value(name="u")
+    node = ir.Node("", "Relu", [value])
+    graph = ir.Graph([value], node.outputs, nodes=[node], opset_imports={"": 20})
+    function = ir.Function("d", "f", "", graph=graph, attributes={})
+    digest = structural_hash(function)
+    assert len(digest) == 64
+    function.attributes["dim0"] = ir.Attr("dim0", ir.AttributeType.INT, None)
+    assert structural_hash(function) != digest

@@ -1,0 +1,140 @@
+"""modelprov.optimize_with: run a third-party optimizer, then recover provenance."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from typing import Any, overload
+
+import onnx
+import onnx_ir as ir
+
+from modelprov._io import load_model_proto
+from modelprov.errors import MissingDependencyError
+from modelprov.onnx._recover import recover_with_report
+from modelprov.policy import Policies
+
+__all__ = ["TOOLS", "optimize_with"]
+
+TOOLS = ("onnxruntime", "onnxsim", "onnxslim", "onnxoptimizer")
+
+_ORT_LEVELS = {
+    "disable": "ORT_DISABLE_ALL",
+    "basic": "ORT_ENABLE_BASIC",
+    "extended": "ORT_ENABLE_EXTENDED",
+    "all": "ORT_ENABLE_ALL",
+}
+
+
+def _missing(tool: str, error: ImportError) -> MissingDependencyError:
+    return MissingDependencyError(
+        f"optimize_with({tool!r}) needs the {tool} package ({error}); install it with "
+        f'pip install {tool}  (or pip install "modelprov[tools]")'
+    )
+
+
+def _run_onnxruntime(
+    proto: onnx.ModelProto, level: str = "extended", **options: Any
+) -> onnx.ModelProto:
+    try:
+        import onnxruntime as ort
+    except ImportError as error:
+        raise _missing("onnxruntime", error) from None
+    if level not in _ORT_LEVELS:
+        raise ValueError(f"onnxruntime level must be one of {sorted(_ORT_LEVELS)}, got {level!r}")
+    session_options = ort.SessionOptions()
+    session_options.graph_optimization_level = getattr(
+        ort.GraphOptimizationLevel, _ORT_LEVELS[level]
+    )
+    for key, value in options.items():
+        session_options.add_session_config_entry(key, str(value))
+    with tempfile.TemporaryDirectory(prefix="modelprov-ort-") as folder:
+        source = os.path.join(folder, "input.onnx")
+        target = os.path.join(folder, "optimized.onnx")
+        onnx.save(proto, source)
+        session_options.optimized_model_filepath = target
+        ort.InferenceSession(source, session_options, providers=["CPUExecutionProvider"])
+        return load_model_proto(target)
+
+
+def _run_onnxsim(proto: onnx.ModelProto, **options: Any) -> onnx.ModelProto:
+    try:
+        import onnxsim
+    except ImportError as error:
+        raise _missing("onnxsim", error) from None
+    simplified, ok = onnxsim.simplify(proto, **options)
+    if not ok:
+        raise RuntimeError("onnxsim could not validate its simplified model")
+    return simplified  # type: ignore[no-any-return]
+
+
+def _run_onnxslim(proto: onnx.ModelProto, **options: Any) -> onnx.ModelProto:
+    try:
+        import onnxslim
+    except ImportError as error:
+        raise _missing("onnxslim", error) from None
+    return onnxslim.slim(proto, **options)  # type: ignore[no-any-return]
+
+
+def _run_onnxoptimizer(proto: onnx.ModelProto, **options: Any) -> onnx.ModelProto:
+    try:
+        import onnxoptimizer
+    except ImportError as error:
+        raise _missing("onnxoptimizer", error) from None
+    return onnxoptimizer.optimize(proto, **options)  # type: ignore[no-any-return]
+
+
+_RUNNERS = {
+    "onnxruntime": _run_onnxruntime,
+    "onnxsim": _run_onnxsim,
+    "onnxslim": _run_onnxslim,
+    "onnxoptimizer": _run_onnxoptimizer,
+}
+
+
+@overload
+def optimize_with(
+    tool: str, model: ir.Model, *, policies: Policies | None = ..., **options: Any
+) -> ir.Model: ...
+@overload
+def optimize_with(
+    tool: str,
+    model: onnx.ModelProto | str | os.PathLike[str],
+    *,
+    policies: Policies | None = ...,
+    **options: Any,
+) -> onnx.ModelProto: ...
+def optimize_with(
+    tool: str,
+    model: onnx.ModelProto | ir.Model | str | os.PathLike[str],
+    *,
+    policies: Policies | None = None,
+    **options: Any,
+) -> onnx.ModelProto | ir.Model:
+    """Runs a third-party optimizer on ``model`` and restores provenance on its result.
+
+    Args:
+        tool: ``"onnxruntime"`` (options: ``level="basic"|"extended"|"all"`` and session
+            config entries), ``"onnxsim"``, ``"onnxslim"`` or ``"onnxoptimizer"`` (options
+            go to the tool's own function).
+        model: the model with provenance (ModelProto, onnx_ir.Model or path).
+        policies: merge policies for :func:`modelprov.recover`.
+
+    Returns:
+        The tool's model with provenance, as an onnx_ir.Model for an onnx_ir.Model input,
+        else as a ModelProto.
+    """
+    runner = _RUNNERS.get(tool)
+    if runner is None:
+        raise ValueError(f"unknown tool {tool!r}; choose one of {', '.join(TOOLS)}")
+    if isinstance(model, ir.Model):
+        proto = ir.to_proto(model)
+    elif isinstance(model, onnx.ModelProto):
+        proto = model
+    else:
+        proto = load_model_proto(model)
+    optimized = runner(proto, **options)
+    restored, _ = recover_with_report(proto, optimized, policies=policies)
+    if isinstance(restored, ir.Model):
+        return restored
+    return ir.from_proto(restored) if isinstance(model, ir.Model) else restored

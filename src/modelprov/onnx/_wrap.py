@@ -1,0 +1,365 @@
+"""Wraps a region of a graph into a call of a model-local function, sharing equal bodies.
+
+The engine under functionize: a :class:`Region` (nodes, the values that become function
+inputs in order, external constants to copy into the body, call attributes) becomes one
+call node. Bodies are deduplicated by structural hash (the first 12 hex digits are the
+``overload``). The first call of a function is its body; every other call carries, under
+the reserved node key ``modelprov.inline`` (JSON), what inline needs to restore its own
+nodes: per body node its name, output names, metadata (as a diff against the call's) and
+value types. Format: docs/metadata-format.md.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import onnx_ir as ir
+
+from modelprov.onnx._structural_hash import node_labels, structural_hash
+
+__all__ = [
+    "ATEN_DOMAIN",
+    "CONSTANT_OF_KEY",
+    "INLINE_KEY",
+    "INLINE_VERSION",
+    "MODULE_DOMAIN",
+    "Region",
+    "Wrapper",
+    "constant_node",
+    "has_subgraphs",
+    "is_constant",
+    "type_from_json",
+    "type_json",
+]
+
+ATEN_DOMAIN = "pkg.torch.aten"
+MODULE_DOMAIN = "pkg.torch.module"
+INLINE_KEY = "modelprov.inline"
+CONSTANT_OF_KEY = "modelprov.constant_of"
+INLINE_VERSION = 1
+_OVERLOAD_DIGITS = 12
+
+
+@dataclasses.dataclass
+class Region:
+    """Nodes to wrap and the call's signature.
+
+    Attributes:
+        nodes: the nodes, in graph order (main graph only, no subgraph attributes).
+        inputs: the call's inputs in function-input order (None: an absent argument).
+        input_names: the function's input names, parallel to ``inputs``.
+        external_constants: external constants the body gets a copy of.
+        constants: the body's Constant nodes copying them (made before wrapping).
+        attributes: the call's attributes; ``declared`` every function attribute name.
+        key: names the call node (``call_<key>``).
+    """
+
+    nodes: list[ir.Node]
+    inputs: list[ir.Value | None]
+    input_names: list[str]
+    domain: str
+    name: str
+    key: str
+    external_constants: list[ir.Value] = dataclasses.field(default_factory=list)
+    constants: list[ir.Node] = dataclasses.field(default_factory=list)
+    attributes: list[ir.Attr] = dataclasses.field(default_factory=list)
+    declared: list[str] = dataclasses.field(default_factory=list)
+    function_metadata: dict[str, str] = dataclasses.field(default_factory=dict)
+    doc_string: str | None = None
+
+
+def has_subgraphs(node: ir.Node) -> bool:
+    """True when a node holds graph attributes (If, Loop, Scan)."""
+    return any(
+        attribute.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS)
+        for attribute in node.attributes.values()
+    )
+
+
+def is_constant(value: ir.Value) -> bool:
+    """True for an initializer (not a graph input) or the output of a plain Constant node."""
+    producer = value.producer()
+    if producer is None:
+        return value.const_value is not None and not value.is_graph_input()
+    return (
+        producer.op_type == "Constant"
+        and producer.domain == ""
+        and len(producer.attributes) == 1
+        and not has_subgraphs(producer)
+    )
+
+
+def constant_node(value: ir.Value) -> ir.Node:
+    """A Constant node computing ``value`` (an initializer or a Constant's output)."""
+    producer = value.producer()
+    if producer is None:
+        assert value.const_value is not None
+        attributes: list[ir.Attr] = [ir.AttrTensor("value", value.const_value)]
+    else:
+        attributes = [_copy_attr(attribute) for attribute in producer.attributes.values()]
+    node = ir.Node(
+        "", "Constant", [], attributes, metadata_props={CONSTANT_OF_KEY: value.name or ""}
+    )
+    node.outputs[0].name = value.name
+    node.outputs[0].type = value.type
+    node.outputs[0].shape = value.shape
+    return node
+
+
+def _copy_attr(attribute: ir.Attr) -> ir.Attr:
+    return ir.Attr(
+        attribute.name,
+        attribute.type,
+        attribute.value,
+        ref_attr_name=attribute.ref_attr_name,
+        doc_string=attribute.doc_string,
+    )
+
+
+def type_json(value: ir.Value) -> Any:
+    """A value's tensor type and shape as JSON ([dtype, dims] or None)."""
+    if not isinstance(value.type, ir.TensorType):
+        return None
+    dims: list[Any] | None = None
+    if value.shape is not None:
+        dims = [dim if isinstance(dim, int) else str(dim) for dim in value.shape]
+    return [int(value.type.dtype), dims]
+
+
+def type_from_json(value: ir.Value, entry: Any) -> None:
+    """Sets a value's type and shape from :func:`type_json`'s form."""
+    if not isinstance(entry, list) or len(entry) != 2:
+        return
+    value.type = ir.TensorType(ir.DataType(entry[0]))
+    value.shape = None if entry[1] is None else ir.Shape(entry[1])
+
+
+def _metadata_diff(metadata: Mapping[str, str], base: Mapping[str, str]) -> dict[str, str | None]:
+    diff: dict[str, str | None] = {k: v for k, v in metadata.items() if base.get(k) != v}
+    diff.update({k: None for k in base if k not in metadata})
+    return diff
+
+
+class Wrapper:
+    """Wraps regions of one model's main graph; collects the functions it makes."""
+
+    def __init__(self, model: ir.Model) -> None:
+        self.model = model
+        self.graph = model.graph
+        self.functions: dict[ir.OperatorIdentifier, ir.Function] = {}
+        self._hashes: dict[ir.OperatorIdentifier, str] = {}
+        self._by_hash: dict[tuple[str, str, str], ir.Function] = {}
+        self._names = {node.name for node in self.graph if node.name}
+        self.opset_imports = dict(model.opset_imports)
+        self.replaced: dict[ir.Value, ir.Value] = {}
+        """Values of wrapped nodes -> the call outputs that replaced them outside."""
+
+    def current(self, value: ir.Value | None) -> ir.Value | None:
+        """The value now standing for ``value`` (a call output once its producer is wrapped)."""
+        while value is not None and value in self.replaced:
+            value = self.replaced[value]
+        return value
+
+    def _call_name(self, key: str) -> str:
+        base = f"call_{key}"
+        name, count = base, 1
+        while name in self._names:
+            count += 1
+            name = f"{base}_{count}"
+        self._names.add(name)
+        return name
+
+    def outputs_of(self, nodes: Sequence[ir.Node]) -> list[ir.Value]:
+        """Values the nodes produce that are read outside them or are graph outputs."""
+        inside = set(nodes)
+        graph_outputs = set(self.graph.outputs)
+        return [
+            value
+            for node in nodes
+            for value in node.outputs
+            if value in graph_outputs or any(use.node not in inside for use in value.uses())
+        ]
+
+    def is_convex(self, nodes: Sequence[ir.Node], order: Mapping[ir.Node, int]) -> bool:
+        """True when no path leaves the nodes and comes back (they can become one node)."""
+        inside = set(nodes)
+        last = max(order[node] for node in nodes)
+        stack = [
+            use.node
+            for node in nodes
+            for value in node.outputs
+            for use in value.uses()
+            if use.node not in inside
+        ]
+        seen: set[ir.Node] = set()
+        while stack:
+            node = stack.pop()
+            if node in seen:
+                continue
+            if node in inside:
+                return False
+            if order.get(node, last + 1) > last:
+                continue
+            seen.add(node)
+            stack.extend(use.node for value in node.outputs for use in value.uses())
+        return True
+
+    def wrap(self, region: Region, metadata: Mapping[str, str]) -> ir.Node:
+        """Replaces the region by one call node with ``metadata``; returns the call."""
+        nodes = region.nodes
+        outputs = self.outputs_of(nodes)
+        inside = set(nodes)
+        moved_after = self._dependents(nodes, outputs)
+        anchor = nodes[-1]
+        call_outputs = [
+            ir.Value(
+                name=value.name,
+                type=value.type,
+                shape=value.shape,
+                metadata_props=dict(value.metadata_props),
+            )
+            for value in outputs
+        ]
+        region.inputs = [self.current(value) for value in region.inputs]
+        for old, new in zip(outputs, call_outputs, strict=True):
+            self.replaced[old] = new
+            for use in list(old.uses()):
+                if use.node not in inside:
+                    use.node.replace_input_with(use.idx, new)
+            for index, graph_output in enumerate(self.graph.outputs):
+                if graph_output is old:
+                    self.graph.outputs[index] = new
+        # Function inputs and the body's copies of external constants.
+        body_inputs: list[ir.Value] = []
+        slot: dict[ir.Value, ir.Value] = {}
+        internal = {v.name for node in nodes for v in node.outputs}
+        for value, name in zip(region.inputs, region.input_names, strict=True):
+            unique = name
+            while unique in internal:
+                unique = f"{unique}_"
+            body_input = ir.Value(name=unique)
+            body_inputs.append(body_input)
+            if value is not None:
+                slot.setdefault(value, body_input)
+        constants = list(region.constants)
+        for node in nodes:
+            for index, value in enumerate(node.inputs):
+                if value is not None and value in slot:
+                    node.replace_input_with(index, slot[value])
+        following = self._following(anchor, inside)
+        self.graph.remove(nodes, safe=False)
+        body_nodes = [*constants, *nodes]
+        opsets = {**self.opset_imports, region.domain: 1}
+        body = ir.Graph(body_inputs, outputs, nodes=body_nodes, opset_imports=opsets)
+        attributes = {
+            name: ir.Attr(name, _declared_type(name, region.attributes), None)
+            for name in region.declared
+        }
+        candidate = ir.Function(region.domain, region.name, "", graph=body, attributes=attributes)
+        digest = structural_hash(candidate)
+        function, first = self._register(candidate, digest, region)
+        call = ir.Node(
+            region.domain,
+            region.name,
+            region.inputs,
+            region.attributes,
+            overload=function.overload,
+            outputs=call_outputs,
+            name=self._call_name(region.key),
+            metadata_props=dict(metadata),
+        )
+        if not first:
+            call.metadata_props[INLINE_KEY] = self._record(candidate, function, metadata)
+        if following is None:
+            self.graph.append(call)
+        else:
+            self.graph.insert_before(following, call)
+        if moved_after:
+            self.graph.remove(moved_after, safe=False)
+            self.graph.insert_after(call, moved_after)
+        return call
+
+    def _following(self, anchor: ir.Node, inside: set[ir.Node]) -> ir.Node | None:
+        """The first node after ``anchor`` that stays in the graph."""
+        passed = False
+        for node in self.graph:
+            if passed and node not in inside:
+                return node
+            passed = passed or node is anchor
+        return None
+
+    def _dependents(self, nodes: Sequence[ir.Node], outputs: Sequence[ir.Value]) -> list[ir.Node]:
+        """Nodes placed among the region that read its outputs: they move after the call."""
+        if not outputs:
+            return []
+        order = {node: index for index, node in enumerate(self.graph)}
+        inside = set(nodes)
+        last = max(order[node] for node in nodes)
+        found: set[ir.Node] = set()
+        stack = [use.node for value in outputs for use in value.uses()]
+        while stack:
+            node = stack.pop()
+            if node in inside or node in found or order.get(node, last + 1) > last:
+                continue
+            found.add(node)
+            stack.extend(use.node for value in node.outputs for use in value.uses())
+        return sorted(found, key=order.__getitem__)
+
+    def _register(
+        self, candidate: ir.Function, digest: str, region: Region
+    ) -> tuple[ir.Function, bool]:
+        digits = _OVERLOAD_DIGITS
+        while True:
+            overload = digest[:digits]
+            key = (region.domain, region.name, overload)
+            existing = self.functions.get(key)
+            if existing is None:
+                break
+            if self._hashes[key] == digest:
+                return existing, False
+            digits += 4
+        candidate.overload = overload
+        candidate.metadata_props.update(region.function_metadata)
+        if region.doc_string:
+            candidate.doc_string = region.doc_string
+        self.functions[key] = candidate
+        self._hashes[key] = digest
+        self.model.functions[key] = candidate
+        self.model.opset_imports.setdefault(region.domain, 1)
+        return candidate, True
+
+    def _record(self, body: ir.Function, function: ir.Function, metadata: Mapping[str, str]) -> str:
+        """This call's own names, metadata and types, aligned with the shared body."""
+        base = {k: v for k, v in metadata.items() if k != INLINE_KEY}
+        slots: dict[bytes, list[int]] = {}
+        for index, label in enumerate(node_labels(function)):
+            slots.setdefault(label, []).append(index)
+        entries: list[dict[str, Any]] = [{} for _ in range(len(function))]
+        for node, label in zip(body, node_labels(body), strict=True):
+            index = slots[label].pop(0)
+            entry: dict[str, Any] = {"name": node.name or ""}
+            constant_of = node.metadata_props.get(CONSTANT_OF_KEY)
+            if constant_of is not None:
+                entry["constant_of"] = constant_of
+            else:
+                diff = _metadata_diff(node.metadata_props, base)
+                if diff:
+                    entry["meta"] = diff
+                entry["outputs"] = [value.name or "" for value in node.outputs]
+                entry["types"] = [type_json(value) for value in node.outputs]
+                values_meta = [dict(value.metadata_props) for value in node.outputs]
+                if any(values_meta):
+                    entry["value_meta"] = values_meta
+            entries[index] = entry
+        document = {"version": INLINE_VERSION, "nodes": entries}
+        return json.dumps(document, ensure_ascii=False, separators=(",", ":"))
+
+
+def _declared_type(name: str, attributes: Iterable[ir.Attr]) -> ir.AttributeType:
+    for attribute in attributes:
+        if attribute.name == name:
+            return attribute.type
+    return ir.AttributeType.STRING

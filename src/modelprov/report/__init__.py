@@ -1,0 +1,17 @@
+"""See provenance: a self-contained HTML report and Model Explorer node-data overlays."""
+
+from modelprov.report._html import report, write_report
+from modelprov.report._overlay import overlay, write_overlay
+from modelprov.report._states import CONFIDENCE_KEY, STATE_COLORS, STATES, State, node_state
+
+__all__ = [
+    "CONFIDENCE_KEY",
+    "STATES",
+    "STATE_COLORS",
+    "State",
+    "node_state",
+    "overlay",
+    "report",
+    "write_overlay",
+    "write_report",
+]

@@ -1,0 +1,311 @@
+// modelprov provenance report: renders the JSON in #report-data with textContent only.
+(function () {
+  "use strict";
+  var SVG = "http://www.w3.org/2000/svg";
+  var data = JSON.parse(document.getElementById("report-data").textContent);
+  var nodes = data.nodes, groups = data.groups, sources = data.sources;
+  var nodeEls = new Array(nodes.length);
+  var rowEls = new Array(nodes.length);
+  var groupEls = new Array(groups.length);
+  var selected = -1, related = [];
+
+  function el(tag, cls, text) {
+    var e = document.createElement(tag);
+    if (cls) e.className = cls;
+    if (text !== undefined && text !== null) e.textContent = String(text);
+    return e;
+  }
+  function svg(tag, attrs) {
+    var e = document.createElementNS(SVG, tag);
+    for (var k in attrs) e.setAttribute(k, attrs[k]);
+    return e;
+  }
+  function pct(x) { return (100 * x).toFixed(1) + " %"; }
+  function bytes(n) {
+    if (n < 1024) return n + " B";
+    if (n < 1048576) return (n / 1024).toFixed(1) + " KiB";
+    return (n / 1048576).toFixed(2) + " MiB";
+  }
+  function where(s) { return s.file === null ? "(no source line)" : s.file + ":" + s.line; }
+  function nodeLabel(i) { var n = nodes[i]; return n.name || (n.op + "@" + i); }
+  function card(parent, key, value, detail) {
+    var c = el("div", "card");
+    c.appendChild(el("div", "k", key));
+    c.appendChild(el("div", "v", value));
+    if (detail) c.appendChild(el("div", "d", detail));
+    parent.appendChild(c);
+  }
+  function kv(parent, key, value) {
+    parent.appendChild(el("div", "kk", key));
+    parent.appendChild(el("div", "vv", value));
+  }
+
+  // Header and summary.
+  document.title = "modelprov report: " + data.title;
+  document.getElementById("title").textContent = "Provenance report: " + data.title;
+  var s = data.summary;
+  var cards = document.getElementById("summary");
+  card(cards, "nodes", s.nodes, s.groups + " module groups");
+  card(cards, "coverage", pct(s.coverage), "nodes with at least one source");
+  card(cards, "sources", s.sources, "original operations referenced");
+  data.states_order = ["exact", "merged", "recovered", "none"];
+  data.states_order.forEach(function (st) { card(cards, st, s.states[st], pct(s.nodes ? s.states[st] / s.nodes : 0)); });
+  var mb = s.metadata_bytes;
+  card(cards, "metadata", bytes(mb.total),
+       "nodes " + bytes(mb.nodes) + ", values " + bytes(mb.values) + ", model " + bytes(mb.model));
+  if (s.before) {
+    var r = s.before.recall;
+    card(cards, "FX-node recall", pct(r.fx_nodes.value), r.fx_nodes.kept + "/" + r.fx_nodes.total +
+         " (dyn " + pct(r.fx_nodes_dyn.value) + ")");
+    card(cards, "source-line recall", pct(r.source_lines.value), r.source_lines.kept + "/" + r.source_lines.total);
+    card(cards, "module recall", pct(r.module_paths.value), r.module_paths.kept + "/" + r.module_paths.total);
+    card(cards, "lost sources", data.lost.length, "before: " + s.before.nodes + " nodes, " +
+         bytes(s.before.metadata_bytes.total) + " metadata");
+  }
+  var legend = document.getElementById("legend");
+  data.states_order.forEach(function (st) {
+    var item = el("span");
+    var sw = el("span", "swatch");
+    sw.style.background = data.colors[st];
+    item.appendChild(sw);
+    item.appendChild(document.createTextNode(st));
+    legend.appendChild(item);
+  });
+  legend.appendChild(el("span", "muted",
+    "exact: one source, unchanged · merged: several sources · recovered: re-derived by modelprov.recover · none: no source"));
+
+  // Graph: one collapsible <details> per module group, nested like the modules.
+  var graph = document.getElementById("graph");
+  graph.setAttribute("data-node-count", String(nodes.length));
+  function stateBar(g) {
+    var counts = {exact: 0, merged: 0, recovered: 0, none: 0};
+    (function add(gi) {
+      groups[gi].nodes.forEach(function (i) { counts[nodes[i].state] += 1; });
+      groups[gi].children.forEach(add);
+    })(g);
+    var bar = el("span", "bar");
+    var total = groups[g].count || 1;
+    data.states_order.forEach(function (st) {
+      if (!counts[st]) return;
+      var seg = el("span");
+      seg.style.width = (100 * counts[st] / total) + "%";
+      seg.style.background = data.colors[st];
+      bar.appendChild(seg);
+    });
+    bar.title = data.states_order.map(function (st) { return st + " " + counts[st]; }).join(", ");
+    return bar;
+  }
+  groups.forEach(function (g) { g.children = []; });
+  groups.forEach(function (g, gi) { if (g.parent !== null) groups[g.parent].children.push(gi); });
+  groups.forEach(function (g, gi) {
+    var d = el("details", "group depth" + Math.min(g.depth, 1));
+    d.open = g.open;
+    d.setAttribute("data-group", g.path);
+    var sum = el("summary");
+    sum.appendChild(el("span", "path", g.label));
+    var meta = [g.path !== g.label ? g.path : "", g.type, g.count + " nodes"].filter(Boolean).join("  ·  ");
+    sum.appendChild(el("span", "meta", meta));
+    sum.appendChild(stateBar(gi));
+    d.appendChild(sum);
+    if (g.nodes.length) {
+      var box = svg("svg", {"class": "nodes", width: g.w, height: g.h, viewBox: "0 0 " + g.w + " " + g.h});
+      var edges = svg("g", {});
+      g.edges.forEach(function (e) {
+        var a = nodes[e[0]], b = nodes[e[1]];
+        var x1 = a.x + 66, y1 = a.y + 30, x2 = b.x + 66, y2 = b.y;
+        var my = (y1 + y2) / 2;
+        edges.appendChild(svg("path", {"class": "edge",
+          d: "M" + x1 + "," + y1 + " C" + x1 + "," + my + " " + x2 + "," + my + " " + x2 + "," + y2}));
+      });
+      box.appendChild(edges);
+      g.nodes.forEach(function (i) {
+        var n = nodes[i];
+        var ng = svg("g", {"class": "node", "data-i": i, transform: "translate(" + n.x + "," + n.y + ")"});
+        ng.appendChild(svg("rect", {width: 132, height: 30, fill: data.colors[n.state]}));
+        var t = svg("text", {x: 8, y: 19});
+        var label = n.op + (n.src.length > 1 ? " ×" + n.src.length : "");
+        t.textContent = label.length > 20 ? label.slice(0, 19) + "…" : label;
+        ng.appendChild(t);
+        var tip = svg("title", {});
+        tip.textContent = nodeLabel(i) + " (" + n.state + ")";
+        ng.appendChild(tip);
+        ng.addEventListener("click", function () { select(i, false); });
+        nodeEls[i] = ng;
+        box.appendChild(ng);
+      });
+      d.appendChild(box);
+    }
+    groupEls[gi] = d;
+    (g.parent === null ? graph : groupEls[g.parent]).appendChild(d);
+  });
+  document.getElementById("expand").addEventListener("click", function () {
+    groupEls.forEach(function (d) { d.open = true; });
+  });
+  document.getElementById("collapse").addEventListener("click", function () {
+    groupEls.forEach(function (d, gi) { d.open = groups[gi].depth === 0; });
+  });
+
+  function openGroupOf(i) {
+    for (var g = nodes[i].group; g !== null && g !== undefined; g = groups[g].parent) groupEls[g].open = true;
+  }
+
+  // Details of one node.
+  var details = document.getElementById("details");
+  function nodeLink(i) {
+    var a = el("a", null, nodeLabel(i) + " (" + nodes[i].op + ")");
+    a.href = "#";
+    a.addEventListener("click", function (ev) { ev.preventDefault(); select(i, true); });
+    return a;
+  }
+  function sourceBlock(src) {
+    var b = el("div", "src");
+    b.appendChild(el("div", "line", where(src)));
+    var grid = el("div", "kv");
+    kv(grid, "FX node", src.fx || "(none)");
+    kv(grid, "source id", src.id);
+    if (src.target) kv(grid, "target", src.target);
+    kv(grid, "module", src.module || "(root)");
+    if (src.type) kv(grid, "module type", src.type);
+    Object.keys(src.keys).forEach(function (k) { kv(grid, k, src.keys[k]); });
+    b.appendChild(grid);
+    if (src.trace) {
+      var t = el("details");
+      t.appendChild(el("summary", null, "stack trace"));
+      t.appendChild(el("pre", null, src.trace));
+      b.appendChild(t);
+    }
+    return b;
+  }
+  function showDetails(i) {
+    var n = nodes[i];
+    details.textContent = "";
+    details.setAttribute("data-node", String(i));
+    details.appendChild(el("h3", null, nodeLabel(i)));
+    var pill = el("span", "pill", n.state + (n.confidence ? " (" + n.confidence + ")" : ""));
+    pill.style.background = data.colors[n.state];
+    details.appendChild(pill);
+    var grid = el("div", "kv");
+    kv(grid, "op", (n.domain ? n.domain + "::" : "") + n.op);
+    kv(grid, "module", groups[n.group].path || "(root)");
+    kv(grid, "sources", String(n.src.length));
+    Object.keys(n.keys).forEach(function (k) { kv(grid, k, n.keys[k]); });
+    details.appendChild(grid);
+    var lines = el("div");
+    lines.appendChild(el("h2", null, "Source lines"));
+    if (!n.src.length) lines.appendChild(el("div", "muted", "This node has no source."));
+    n.src.forEach(function (si) { lines.appendChild(sourceBlock(sources[si])); });
+    details.appendChild(lines);
+    [["inputs from", n["in"]], ["used by", n.out]].forEach(function (pair) {
+      if (!pair[1].length) return;
+      details.appendChild(el("h2", null, pair[0]));
+      pair[1].slice(0, 50).forEach(function (j) {
+        var row = el("div");
+        row.appendChild(nodeLink(j));
+        details.appendChild(row);
+      });
+    });
+  }
+  function select(i, reveal) {
+    if (selected >= 0 && nodeEls[selected]) nodeEls[selected].classList.remove("selected");
+    related.forEach(function (j) { if (nodeEls[j]) nodeEls[j].classList.remove("related"); });
+    selected = i;
+    related = nodes[i]["in"].concat(nodes[i].out);
+    related.forEach(function (j) { if (nodeEls[j]) nodeEls[j].classList.add("related"); });
+    if (nodeEls[i]) nodeEls[i].classList.add("selected");
+    showDetails(i);
+    if (reveal) {
+      openGroupOf(i);
+      if (nodeEls[i]) nodeEls[i].scrollIntoView({block: "center", inline: "center"});
+    }
+  }
+
+  // Searchable table of nodes.
+  var tbody = document.getElementById("node-rows");
+  var haystack = new Array(nodes.length);
+  nodes.forEach(function (n, i) {
+    var srcs = n.src.map(function (si) { return sources[si]; });
+    var fx = srcs.map(function (x) { return x.fx || x.id; }).join(", ");
+    var lines = srcs.map(where).filter(function (x, k, a) { return a.indexOf(x) === k; }).join("\n");
+    var module = groups[n.group].path;
+    var tr = el("tr");
+    tr.setAttribute("data-i", String(i));
+    tr.appendChild(el("td", null, i));
+    tr.appendChild(el("td", "mono", nodeLabel(i)));
+    tr.appendChild(el("td", null, n.op));
+    var st = el("td");
+    var pill = el("span", "pill", n.state);
+    pill.style.background = data.colors[n.state];
+    st.appendChild(pill);
+    tr.appendChild(st);
+    tr.appendChild(el("td", "mono", module));
+    tr.appendChild(el("td", "mono", fx));
+    tr.appendChild(el("td", "mono", lines));
+    tr.addEventListener("click", function () { select(i, true); });
+    rowEls[i] = tr;
+    tbody.appendChild(tr);
+    haystack[i] = [nodeLabel(i), n.op, module, fx,
+                   srcs.map(function (x) { return x.module + " " + x.target; }).join(" ")].join("\n").toLowerCase();
+  });
+  var search = document.getElementById("search");
+  var count = document.getElementById("match-count");
+  var marked = [];
+  function runSearch() {
+    var q = search.value.trim().toLowerCase();
+    marked.forEach(function (i) { if (nodeEls[i]) nodeEls[i].classList.remove("match"); });
+    marked = [];
+    var shown = 0;
+    for (var i = 0; i < nodes.length; i++) {
+      var hit = !q || haystack[i].indexOf(q) >= 0;
+      rowEls[i].style.display = hit ? "" : "none";
+      if (hit) shown++;
+      if (hit && q) marked.push(i);
+    }
+    marked.forEach(function (j) { if (nodeEls[j]) nodeEls[j].classList.add("match"); });
+    if (q && marked.length <= 50) marked.forEach(openGroupOf);
+    count.textContent = shown + " of " + nodes.length + " nodes";
+    count.setAttribute("data-shown", String(shown));
+  }
+  var timer = null;
+  search.addEventListener("input", function () {
+    if (timer) clearTimeout(timer);
+    timer = setTimeout(runSearch, nodes.length > 500 ? 120 : 0);
+  });
+  runSearch();
+
+  // Lost sources.
+  var lost = document.getElementById("lost");
+  if (!s.before) {
+    lost.appendChild(el("p", "muted", "Pass the model before the change (--before) to see recall and lost sources."));
+  } else if (!data.lost.length) {
+    lost.appendChild(el("p", null, "No source was lost."));
+  } else {
+    var table = el("table");
+    var head = el("tr");
+    ["FX node", "target", "module", "source line", "stack trace"].forEach(function (h) { head.appendChild(el("th", null, h)); });
+    var thead = el("thead");
+    thead.appendChild(head);
+    table.appendChild(thead);
+    var body = el("tbody");
+    data.lost.forEach(function (src) {
+      var tr = el("tr");
+      tr.appendChild(el("td", "mono", src.fx || src.id));
+      tr.appendChild(el("td", "mono", src.target));
+      tr.appendChild(el("td", "mono", src.module));
+      tr.appendChild(el("td", "mono", where(src)));
+      var td = el("td");
+      if (src.trace) {
+        var t = el("details");
+        t.appendChild(el("summary", null, "show"));
+        t.appendChild(el("pre", null, src.trace));
+        td.appendChild(t);
+      }
+      tr.appendChild(td);
+      body.appendChild(tr);
+    });
+    table.appendChild(body);
+    var wrap = el("div", "tablewrap");
+    wrap.appendChild(table);
+    lost.appendChild(wrap);
+  }
+  document.body.setAttribute("data-ready", "1");
+})();

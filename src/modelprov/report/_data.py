@@ -1,0 +1,264 @@
+"""The report's data: summary, nodes with their sources and layout, groups, lost sources.
+
+Everything the page shows is in one JSON document (``format: modelprov.report``); the
+page's script renders it with ``textContent`` only, so metadata is never read as HTML.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import onnx_ir as ir
+
+from modelprov._correspond import all_nodes
+from modelprov._sources import NAMESPACE_KEY, RESERVED_PREFIX, Source
+from modelprov.audit._diff import DiffReport, Recall, diff
+from modelprov.onnx._lookup import node_sources
+from modelprov.report._layout import layout_group
+from modelprov.report._states import (
+    CONFIDENCE_KEY,
+    STATE_COLORS,
+    STATES,
+    known_sources,
+    node_state,
+)
+
+__all__ = ["REPORT_FORMAT", "REPORT_VERSION", "metadata_bytes", "report_data"]
+
+REPORT_FORMAT = "modelprov.report"
+REPORT_VERSION = 1
+
+_OPEN_ALL_UP_TO = 400
+"""Graphs with at most this many nodes open every group; larger ones open two levels."""
+
+
+def _user_keys(metadata: Mapping[str, str]) -> dict[str, str]:
+    """Metadata a user put there: not torch.onnx's own keys nor modelprov's."""
+    return {
+        key: value
+        for key, value in metadata.items()
+        if not key.startswith(("pkg.torch.", RESERVED_PREFIX)) and key != NAMESPACE_KEY
+    }
+
+
+def _size(metadata: Mapping[str, str]) -> int:
+    return sum(
+        len(k.encode("utf-8", "replace")) + len(v.encode("utf-8", "replace"))
+        for k, v in metadata.items()
+    )
+
+
+def metadata_bytes(model: ir.Model) -> dict[str, int]:
+    """UTF-8 bytes of metadata on nodes, values and the model (sources table included)."""
+    nodes = all_nodes(model.graph)
+    values: dict[int, ir.Value] = {}
+    for value in (*model.graph.inputs, *model.graph.outputs, *model.graph.initializers.values()):
+        values[id(value)] = value
+    for node in nodes:
+        for value in node.outputs:
+            values[id(value)] = value
+    node_bytes = sum(_size(node.metadata_props) for node in nodes)
+    value_bytes = sum(_size(value.metadata_props) for value in values.values())
+    model_bytes = _size(model.metadata_props) + _size(model.graph.metadata_props)
+    return {
+        "nodes": node_bytes,
+        "values": value_bytes,
+        "model": model_bytes,
+        "total": node_bytes + value_bytes + model_bytes,
+    }
+
+
+def _common_module(found: Iterable[Source]) -> str:
+    paths = [source.module_path.split(".") if source.module_path else [] for source in found]
+    if not paths:
+        return ""
+    prefix = paths[0]
+    for path in paths[1:]:
+        n = 0
+        while n < min(len(prefix), len(path)) and prefix[n] == path[n]:
+            n += 1
+        prefix = prefix[:n]
+    return ".".join(prefix)
+
+
+def _source_json(source: Source) -> dict[str, Any]:
+    return {
+        "id": source.id,
+        "fx": source.fx_node,
+        "module": source.module_path,
+        "type": source.module_type,
+        "target": source.target,
+        "file": source.file,
+        "line": source.line,
+        "trace": source.stack_trace,
+        "keys": _user_keys(source.metadata),
+    }
+
+
+def _recall_json(recall: Recall) -> dict[str, Any]:
+    return {"value": recall.value, "kept": recall.kept, "total": recall.total}
+
+
+def _group_paths(paths: Iterable[str]) -> list[str]:
+    """Every group path and its ancestors, '' (the root) first, parents before children."""
+    result: dict[str, None] = {"": None}
+    for path in paths:
+        parts = path.split(".") if path else []
+        for end in range(1, len(parts) + 1):
+            result[".".join(parts[:end])] = None
+    return list(result)
+
+
+def _place_orphans(
+    node_group: list[str | None],
+    predecessors: Mapping[int, list[int]],
+    consumers: Mapping[int, list[int]],
+) -> None:
+    """Puts each node without sources into a neighbour's group (producers first), else root."""
+    for i, group in enumerate(node_group):
+        if group is None:
+            node_group[i] = next(
+                (node_group[p] for p in predecessors[i] if node_group[p] is not None), None
+            )
+    for i in reversed(range(len(node_group))):
+        if node_group[i] is None:
+            node_group[i] = next(
+                (node_group[c] for c in consumers.get(i, ()) if node_group[c] is not None), ""
+            )
+
+
+def report_data(
+    model: ir.Model, *, before: ir.Model | None = None, title: str = ""
+) -> dict[str, Any]:
+    """The JSON document the HTML report renders."""
+    pairs = node_sources(model)
+    index = {id(node): i for i, (node, _) in enumerate(pairs)}
+    source_index: dict[str, int] = {}
+    sources: list[dict[str, Any]] = []
+    predecessors: dict[int, list[int]] = {}
+    consumers: dict[int, list[int]] = {}
+    nodes: list[dict[str, Any]] = []
+    node_group: list[str | None] = []
+    state_counts = dict.fromkeys(STATES, 0)
+    for i, (node, found) in enumerate(pairs):
+        ids = []
+        for source in known_sources(found):
+            if source.id not in source_index:
+                source_index[source.id] = len(sources)
+                sources.append(_source_json(source))
+            ids.append(source_index[source.id])
+        producers = []
+        for value in node.inputs:
+            producer = value.producer() if value is not None else None
+            if producer is not None and id(producer) in index:
+                producers.append(index[id(producer)])
+        predecessors[i] = producers
+        for p in dict.fromkeys(producers):
+            consumers.setdefault(p, []).append(i)
+        state = node_state(node.metadata_props, found)
+        state_counts[state] += 1
+        entry: dict[str, Any] = {
+            "name": node.name or "",
+            "op": node.op_type,
+            "domain": node.domain,
+            "state": state,
+            "src": ids,
+            "keys": _user_keys(node.metadata_props),
+        }
+        confidence = node.metadata_props.get(CONFIDENCE_KEY)
+        if confidence is not None:
+            entry["confidence"] = confidence
+        nodes.append(entry)
+        known = known_sources(found)
+        node_group.append(_common_module(known) if known else None)
+    _place_orphans(node_group, predecessors, consumers)
+    module_of = [group or "" for group in node_group]
+    for i, entry in enumerate(nodes):
+        entry["in"] = list(dict.fromkeys(predecessors[i]))
+        entry["out"] = consumers.get(i, [])
+
+    paths = _group_paths(module_of)
+    group_of = {path: g for g, path in enumerate(paths)}
+    members: list[list[int]] = [[] for _ in paths]
+    for i, path in enumerate(module_of):
+        members[group_of[path]].append(i)
+    module_types: dict[str, str] = {}
+    for entry in sources:
+        module_types.setdefault(entry["module"], entry["type"])
+    subtree = [0] * len(paths)
+    first = [len(nodes)] * len(paths)
+    for g in reversed(range(len(paths))):
+        subtree[g] += len(members[g])
+        if members[g]:
+            first[g] = min(first[g], members[g][0])
+        if g:
+            parent = group_of[paths[g].rpartition(".")[0]]
+            subtree[parent] += subtree[g]
+            first[parent] = min(first[parent], first[g])
+    open_all = len(nodes) <= _OPEN_ALL_UP_TO
+    groups: list[dict[str, Any]] = []
+    for g, path in enumerate(paths):
+        layout = layout_group(members[g], predecessors)
+        for member in members[g]:
+            x, y = layout.positions[member]
+            nodes[member].update(group=g, x=x, y=y)
+        depth = path.count(".") + 1 if path else 0
+        groups.append(
+            {
+                "path": path,
+                "label": path.rpartition(".")[2] if path else "(root module)",
+                "type": module_types.get(path, ""),
+                "parent": group_of[path.rpartition(".")[0]] if path else None,
+                "depth": depth,
+                "nodes": members[g],
+                "count": subtree[g],
+                "first": first[g],
+                "w": layout.width,
+                "h": layout.height,
+                "edges": [list(edge) for edge in layout.edges],
+                "open": open_all or depth <= 1,
+            }
+        )
+
+    with_sources = len(nodes) - state_counts["none"]
+    summary: dict[str, Any] = {
+        "nodes": len(nodes),
+        "states": state_counts,
+        "coverage": with_sources / len(nodes) if nodes else 1.0,
+        "sources": len(sources),
+        "groups": len(paths),
+        "metadata_bytes": metadata_bytes(model),
+    }
+    lost: list[dict[str, Any]] = []
+    if before is not None:
+        report: DiffReport = diff(before, model)
+        summary["before"] = {
+            "nodes": report.nodes_before,
+            "metadata_bytes": metadata_bytes(before),
+            "recall": {
+                "fx_nodes": _recall_json(report.fx_nodes),
+                "fx_nodes_dyn": _recall_json(report.fx_nodes_dyn),
+                "source_lines": _recall_json(report.source_lines),
+                "module_paths": _recall_json(report.module_paths),
+            },
+        }
+        lost_names = set(report.lost_sources)
+        seen: set[str] = set()
+        for _, found in node_sources(before):
+            for source in found:
+                name = source.fx_node or source.id
+                if name in lost_names and name not in seen:
+                    seen.add(name)
+                    lost.append(_source_json(source))
+    return {
+        "format": REPORT_FORMAT,
+        "version": REPORT_VERSION,
+        "title": title or model.graph.name or "model",
+        "colors": dict(STATE_COLORS),
+        "summary": summary,
+        "sources": sources,
+        "nodes": nodes,
+        "groups": groups,
+        "lost": lost,
+    }

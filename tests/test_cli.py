@@ -1,0 +1,303 @@
+"""The ``modelprov`` command end to end: real exports, real subprocesses, every field checked."""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+
+import onnx
+import onnx_ir as ir
+import onnxscript.optimizer
+import pytest
+
+import modelprov
+from modelprov import _examples
+from modelprov.audit import audit
+from modelprov.cli import build_parser, main
+from tests._cli import cli, cli_many, ok_json
+from tests.conftest import plain_export
+
+SUBCOMMANDS = (
+    "export",
+    "optimize",
+    "recover",
+    "functionize",
+    "inline",
+    "audit",
+    "diff",
+    "demo",
+    "report",
+    "overlay",
+)
+
+
+def _line_of(text: str) -> str:
+    """``file:line`` of a line of DoubleTranspose.forward, as stack traces name it."""
+    lines, start = inspect.getsourcelines(_examples.DoubleTranspose.forward)
+    offset = next(i for i, line in enumerate(lines) if text in line)
+    return f"{inspect.getsourcefile(_examples.DoubleTranspose)}:{start + offset}"
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    """The double transpose: plain export, onnxscript-optimized, modelprov-optimized (CLI)."""
+    folder = tmp_path_factory.mktemp("cli")
+    plain = plain_export("double_transpose").clone()
+    onnx.save(ir.to_proto(plain), folder / "dt.onnx")
+    onnx.save(ir.to_proto(onnxscript.optimizer.optimize(plain.clone())), folder / "dt.os.onnx")
+    optimized = folder / "dt.opt.onnx"
+    json_report = cli("optimize", str(folder / "dt.onnx"), "-o", str(optimized), "--json")
+    assert json_report.returncode == 0, json_report.stderr
+    return folder, json.loads(json_report.stdout)
+
+
+def test_help_lists_every_subcommand_and_every_option_has_help():
+    parser = build_parser()
+    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    assert tuple(subparsers.choices) == SUBCOMMANDS
+    for name, sub in subparsers.choices.items():
+        for action in sub._actions:
+            assert action.help, f"{name} {action.dest} has no help text"
+    result = cli("--help")
+    assert result.returncode == 0
+    for name in SUBCOMMANDS:
+        assert name in result.stdout
+    assert "0 ok, 1 a check failed, 2 usage or input error" in result.stdout
+
+
+def _main(capsys, *args: str) -> tuple[int, str, str]:
+    """The command line in this process (for error paths; startup dominates subprocesses)."""
+    try:
+        code = main(list(args))
+    except SystemExit as exit_:
+        code = int(exit_.code or 0)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.mark.parametrize(
+    "args",
+    [(), ("audit", "x.onnx", "--bogus"), ("functionize", "x", "-o", "y", "--level", "z")],
+)
+def test_usage_errors_exit_2(capsys, args):
+    code, _, err = _main(capsys, *args)
+    assert code == 2 and "usage: modelprov" in err
+
+
+def test_diff_of_onnxscript_output_lists_the_first_transpose(models):
+    folder, _ = models
+    as_json, text = cli_many(
+        [
+            ["diff", str(folder / "dt.onnx"), str(folder / "dt.os.onnx"), "--json"],
+            ["diff", str(folder / "dt.onnx"), str(folder / "dt.os.onnx"), "--fail-under", "0.9"],
+        ]
+    )
+    report = ok_json(as_json)
+    assert report["format"] == "modelprov.diff" and report["version"] == 1
+    assert (report["nodes_before"], report["nodes_after"]) == (5, 2)
+    assert report["fx_nodes_dyn"]["lost"] == ["transpose"]
+    assert report["fx_nodes_dyn"]["total"] == 3 and report["fx_nodes_dyn"]["kept"] == 2
+    assert report["fx_nodes"]["recall"] == 0.5
+    assert report["source_lines_dyn"]["lost"] == [_line_of("k.transpose(1, 2)")]
+    assert report["lost_sources"]["transpose"] == _line_of("k.transpose(1, 2)")
+    assert report["nodes_without_sources"] == []
+
+    assert text.returncode == 1
+    assert "FX-node recall (dyn) 0.667 is under 0.9" in text.stderr
+    assert "FX nodes recall 0.50 (2/4), dyn 0.67 (2/3)" in text.stdout
+    assert f"  lost transpose [dyn]  ({_line_of('k.transpose(1, 2)')})" in text.stdout
+    assert "nodes without sources: 0" in text.stdout
+
+
+def test_diff_of_modelprov_optimize_output_has_recall_one(models):
+    folder, _ = models
+    text = cli("diff", str(folder / "dt.onnx"), str(folder / "dt.opt.onnx"), "--fail-under", "1")
+    assert text.returncode == 0, text.stderr
+    assert "FX nodes recall 1.00 (4/4), dyn 1.00 (3/3)" in text.stdout
+    assert "source lines recall 1.00 (3/3), dyn 1.00 (3/3)" in text.stdout
+    assert "lost FX nodes: 0" in text.stdout
+    report = modelprov.diff(
+        onnx.load(str(folder / "dt.onnx")), onnx.load(str(folder / "dt.opt.onnx"))
+    )
+    for key in ("fx_nodes", "fx_nodes_dyn", "source_lines", "source_lines_dyn", "module_paths"):
+        recall = getattr(report, key)
+        assert recall.value == 1.0 and recall.lost == (), key
+
+
+def test_optimize_report_per_step(models):
+    folder, report = models
+    assert report["format"] == "modelprov.optimize-report" and report["version"] == 1
+    (step,) = report["steps"]
+    assert step["name"] == "onnxscript.optimizer"
+    assert (step["nodes_before"], step["nodes_after"]) == (5, 2)
+    assert step["merged_nodes"] >= 2 and step["new_nodes"] >= 1
+    assert step["lost_sources"] == {}
+    assert report["diff"]["fx_nodes_dyn"]["recall"] == 1.0
+    proto = onnx.load(str(folder / "dt.opt.onnx"))
+    transpose = next(node for node in proto.graph.node if node.op_type == "Transpose")
+    assert {p.key: p.value for p in transpose.metadata_props}["modelprov.sources"] == (
+        '["transpose","transpose_1"]'
+    )
+
+    text = cli("optimize", str(folder / "dt.onnx"), "-o", str(folder / "t.onnx"), "--report")
+    assert text.returncode == 0, text.stderr
+    first, *_ = text.stdout.splitlines()
+    assert first.startswith("onnxscript.optimizer: nodes 5 -> 2; ")
+    assert first.endswith("0 sources lost")
+    assert "overall:" in text.stdout and "FX nodes recall 1.00 (4/4)" in text.stdout
+
+
+def test_audit_text_and_json(models):
+    folder, _ = models
+    plain_text, plain_json = cli_many(
+        [["audit", str(folder / "dt.onnx")], ["audit", str(folder / "dt.onnx"), "--json"]]
+    )
+    report = ok_json(plain_json)
+    assert report["format"] == "modelprov.audit" and report["version"] == 1
+    assert report["nodes"] == 5 and report["nodes_without_sources"] == []
+    assert report["sources"] == 4
+    assert report["fx_nodes"] == {
+        "count": 4,
+        "names": ["mul", "scalar_tensor_default", "transpose", "transpose_1"],
+    }
+    assert report["source_lines"]["count"] == 3
+    assert _line_of("k.transpose(1, 2)") in report["source_lines"]["lines"]
+    assert report["module_paths"] == {"count": 1, "paths": [""]}
+    keys = report["key_coverage"]
+    assert set(keys) == {
+        "namespace",
+        "pkg.torch.onnx.class_hierarchy",
+        "pkg.torch.onnx.fx_node",
+        "pkg.torch.onnx.name_scopes",
+        "pkg.torch.onnx.stack_trace",
+    }
+    assert all(entry["nodes"] == 5 and entry["fraction"] == 1.0 for entry in keys.values())
+    sizes = report["metadata_bytes"]
+    assert sizes["total"] == sum(v for k, v in sizes.items() if k != "total")
+    assert sizes["nodes"] == sum(entry["bytes"] for entry in keys.values())
+    largest = report["largest_values"]
+    assert len(largest) == 10
+    assert [item["bytes"] for item in largest] == sorted(
+        (item["bytes"] for item in largest), reverse=True
+    )
+    assert largest[0]["key"] == "pkg.torch.onnx.fx_node"
+    assert report["invalid_metadata"] == [] and report["functions"] == []
+
+    assert plain_text.returncode == 0
+    lines = plain_text.stdout.splitlines()
+    assert lines[0] == "nodes: 5 (0 without sources)"
+    assert lines[1] == "sources: 4 (4 FX nodes, 3 source lines, 1 module paths)"
+    assert lines[2].startswith(f"metadata: {sizes['total']:,} bytes (nodes {sizes['nodes']:,}")
+    assert "  1.00 pkg.torch.onnx.stack_trace (5/5 nodes, " in plain_text.stdout
+    assert "invalid metadata: none" in lines and "functions: none" in lines
+
+    optimized = audit(str(folder / "dt.opt.onnx")).to_json()
+    assert optimized["nodes"] == 2 and optimized["sources"] == 4
+    assert optimized["fx_nodes"]["count"] == 4 and optimized["source_lines"]["count"] == 3
+    assert optimized["key_coverage"]["modelprov.sources"]["nodes"] == 2
+    assert optimized["metadata_bytes"]["model"] > 0  # the sources table
+
+
+def test_export_with_calibration_and_annotations(tmp_path):
+    annotations = tmp_path / "annotations.json"
+    annotations.write_text(json.dumps({"0": {"quant.bits": 8}}))
+    out = tmp_path / "mlp.onnx"
+    result = cli(
+        "export",
+        "tests._factories:mlp",
+        "--onnx",
+        str(out),
+        "--calibrate",
+        "3",
+        "--annotations",
+        str(annotations),
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == ""
+    proto = onnx.load(str(out))
+    gemm_or_matmul = [n for n in proto.graph.node if n.op_type in ("Gemm", "MatMul")]
+    assert gemm_or_matmul
+    by_key = [{p.key: p.value for p in node.metadata_props} for node in proto.graph.node]
+    assert any(meta.get("quant.bits") == "8" for meta in by_key)
+    relu = next(
+        meta for node, meta in zip(proto.graph.node, by_key, strict=True) if node.op_type == "Relu"
+    )
+    assert relu["custom.min"] == "0.0" and float(relu["custom.max"]) > 0
+    assert [p.name for p in tmp_path.iterdir()] != [] and not any(
+        p.name.endswith(".tmp") for p in tmp_path.iterdir()
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["tests._factories:mlp"], "give --onnx"),
+        (["tests._factories:nope", "--onnx", "{tmp}/a.onnx"], "has no attribute 'nope'"),
+        (["no_such_module:f", "--onnx", "{tmp}/a.onnx"], "cannot import module"),
+        (["tests._factories:not_a_model", "--onnx", "{tmp}/a.onnx"], "not a torch.nn.Module"),
+        (["tests._factories:mlp", "--onnx", "{tmp}/no/a.onnx"], "does not exist"),
+        (["tests._factories:mlp", "--onnx", "{tmp}/a.onnx", "--calibrate", "0"], "positive"),
+    ],
+)
+def test_export_errors_exit_2(capsys, tmp_path, args, message):
+    code, _, err = _main(capsys, "export", *(a.format(tmp=tmp_path) for a in args))
+    assert code == 2 and message in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_recover_on_onnxscript_output(models, tmp_path):
+    pytest.importorskip("modelprov.onnx._recover")
+    folder, _ = models
+    out = tmp_path / "recovered.onnx"
+    result = cli("recover", str(folder / "dt.onnx"), str(folder / "dt.os.onnx"), "-o", str(out))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == ""
+    report = modelprov.diff(onnx.load(str(folder / "dt.onnx")), onnx.load(str(out)))
+    assert report.fx_nodes_dyn.value == 1.0
+
+
+def test_functionize_then_inline(models, tmp_path):
+    pytest.importorskip("modelprov.onnx._functionize")
+    folder, _ = models
+    functions = tmp_path / "functions.onnx"
+    result = cli("functionize", str(folder / "dt.onnx"), "-o", str(functions))
+    assert result.returncode == 0, result.stderr
+    report = audit(str(functions))
+    assert report.functions, report
+    assert all(item.calls >= 1 and item.domain == "pkg.torch.aten" for item in report.functions)
+    pytest.importorskip("modelprov.onnx._inline")
+    inlined = tmp_path / "inlined.onnx"
+    result = cli("inline", str(functions), "-o", str(inlined))
+    assert result.returncode == 0, result.stderr
+    report = modelprov.diff(onnx.load(str(folder / "dt.onnx")), onnx.load(str(inlined)))
+    assert report.fx_nodes.value == 1.0
+
+
+@pytest.mark.parametrize("command", ["audit", "diff", "recover", "functionize", "inline"])
+def test_bad_input_files_exit_2_with_a_clear_message(capsys, models, tmp_path, command):
+    folder, _ = models
+    good = (folder / "dt.onnx").read_bytes()
+    cases = {
+        "missing.onnx": (None, "no such file"),
+        "folder.onnx": ("dir", "is a directory"),
+        "empty.onnx": (b"", "the file is empty"),
+        "random.onnx": (bytes(range(256)) * 16, "not a readable ONNX model"),
+        "truncated.onnx": (good[: len(good) // 2], "not a readable ONNX model"),
+    }
+    out = tmp_path / "out.onnx"
+    for name, (content, message) in cases.items():
+        path = tmp_path / name
+        if content == "dir":
+            path.mkdir()
+        elif isinstance(content, bytes):
+            path.write_bytes(content)
+        inputs = {
+            "audit": [str(path)],
+            "diff": [str(folder / "dt.onnx"), str(path)],
+            "recover": [str(folder / "dt.onnx"), str(path), "-o", str(out)],
+        }.get(command, [str(path), "-o", str(out)])
+        code, stdout, err = _main(capsys, command, *inputs)
+        assert code == 2, (name, err)
+        assert f"modelprov: error: {path}: {message}" in err
+        assert stdout == "" and not out.exists()

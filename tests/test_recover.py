@@ -1,0 +1,178 @@
+"""modelprov.recover after onnxsim, onnxslim, onnxoptimizer and onnxruntime."""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+import pytest
+
+import modelprov
+from modelprov.audit._diff import dynamic_nodes
+from modelprov.errors import CorrespondenceError, InvalidModelError
+from tests._checks import region_violations, run
+from tests.conftest import example_inputs, plain_export
+
+MODELS = ["double_transpose", "cnn", "transformer_encoder", "gpt2"]
+TOOLS = [
+    ("onnxsim", {}),
+    ("onnxslim", {}),
+    ("onnxoptimizer", {}),
+    ("onnxruntime", {"level": "basic"}),
+    ("onnxruntime", {"level": "extended"}),
+]
+
+
+def _inputs(name: str) -> list[np.ndarray]:
+    return [tensor.numpy() for tensor in example_inputs(name)]
+
+
+@functools.cache
+def _with_provenance(name: str) -> onnx.ModelProto:
+    return ir.to_proto(modelprov.optimize(plain_export(name).clone()))
+
+
+def _strip(proto: onnx.ModelProto) -> onnx.ModelProto:
+    copy = onnx.ModelProto()
+    copy.CopyFrom(proto)
+    del copy.metadata_props[:]
+    for node in copy.graph.node:
+        del node.metadata_props[:]
+    for info in [*copy.graph.input, *copy.graph.output, *copy.graph.value_info]:
+        del info.metadata_props[:]
+    return copy
+
+
+@functools.cache
+def _tool_output(name: str, tool: str, level: str | None) -> onnx.ModelProto:
+    from modelprov.onnx import _tools
+
+    original = _with_provenance(name)
+    runner = _tools._RUNNERS[tool]
+    return runner(original, **({"level": level} if level else {}))
+
+
+CASES = [(m, t, o.get("level")) for m in MODELS for t, o in TOOLS]
+
+
+@pytest.fixture(scope="module", params=CASES, ids=[f"{m}-{t}-{lv}" for m, t, lv in CASES])
+def recovered(request):
+    name, tool, level = request.param
+    original = _with_provenance(name)
+    optimized = _tool_output(name, tool, level)
+    return name, original, optimized, modelprov.recover(original, optimized)
+
+
+def test_tools_drop_metadata_and_recover_restores_it(recovered):
+    name, original, _optimized, result = recovered
+    result_ir = ir.from_proto(result)
+    dynamic = dynamic_nodes(result_ir.graph)
+    for node in dynamic:
+        assert modelprov.sources(result_ir, node), (name, node.name, node.op_type)
+    report = modelprov.diff(original, result)
+    assert report.fx_nodes_dyn.value == 1.0, report.fx_nodes_dyn.lost
+    assert report.source_lines_dyn.value == 1.0, report.source_lines_dyn.lost
+    assert report.module_paths_dyn.value == 1.0, report.module_paths_dyn.lost
+    levels = {
+        entry.value
+        for node in result.graph.node
+        for entry in node.metadata_props
+        if entry.key == "modelprov.confidence"
+    }
+    assert levels <= {"exact", "named", "inferred"} and levels
+
+
+def test_only_metadata_changes(recovered):
+    _, _, optimized, result = recovered
+    assert _strip(result).SerializeToString() == _strip(optimized).SerializeToString()
+
+
+def test_numerics_identical(recovered):
+    name, _, optimized, result = recovered
+    for expected, actual in zip(
+        run(optimized, _inputs(name)), run(result, _inputs(name)), strict=True
+    ):
+        np.testing.assert_array_equal(actual, expected)
+
+
+def test_sources_lie_in_the_dataflow_region(recovered):
+    name, original, _, result = recovered
+    violations, checked = region_violations(
+        ir.from_proto(original), ir.from_proto(result), _inputs(name)
+    )
+    assert violations == []
+    assert checked > 0
+
+
+def test_result_is_valid(recovered):
+    _, _, _, result = recovered
+    onnx.checker.check_model(result, full_check=True)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_agrees_with_exact_tracking(name):
+    """Given onnxscript's own (metadata-stripped) output, recover finds what optimize tracked."""
+    base = ir.to_proto(plain_export(name))
+    tracked = _with_provenance(name)
+    result = modelprov.recover(base, _strip(tracked))
+    tracked_ir, result_ir = ir.from_proto(tracked), ir.from_proto(result)
+    same = sum(
+        [s.id for s in modelprov.sources(tracked_ir, a)]
+        == [s.id for s in modelprov.sources(result_ir, b)]
+        for a, b in zip(tracked_ir.graph, result_ir.graph, strict=True)
+    )
+    assert same / len(tracked_ir.graph) >= 0.95, (same, len(tracked_ir.graph))
+    violations, _ = region_violations(ir.from_proto(base), result_ir, _inputs(name))
+    assert violations == []
+
+
+def test_duplicate_metadata_keys_come_out_valid():
+    original = _with_provenance("cnn")
+    optimized = _tool_output("cnn", "onnxruntime", "extended")
+    broken = onnx.ModelProto()
+    broken.CopyFrom(optimized)
+    for node in broken.graph.node:
+        for value in ("a", "b"):
+            entry = node.metadata_props.add()
+            entry.key, entry.value = "ort.fused", value
+    result = modelprov.recover(original, broken)
+    onnx.checker.check_model(result, full_check=True)
+    for node in result.graph.node:
+        keys = [entry.key for entry in node.metadata_props]
+        assert len(keys) == len(set(keys)), node.name
+        assert "ort.fused" not in keys
+
+
+def test_ir_model_in_ir_model_out():
+    original = ir.from_proto(_with_provenance("double_transpose"))
+    optimized = ir.from_proto(_tool_output("double_transpose", "onnxsim", None))
+    result = modelprov.recover(original, optimized)
+    assert isinstance(result, ir.Model)
+    assert all(not node.metadata_props for node in optimized.graph)
+
+
+def test_optimize_with_runs_the_tool_and_recovers():
+    original = _with_provenance("gpt2")
+    result = modelprov.optimize_with("onnxruntime", original, level="extended")
+    assert any(node.domain == "com.microsoft" for node in result.graph.node)
+    assert modelprov.diff(original, result).fx_nodes_dyn.value == 1.0
+    with pytest.raises(ValueError, match="unknown tool 'tvm'"):
+        modelprov.optimize_with("tvm", original)
+
+
+def test_models_that_do_not_correspond_are_refused():
+    original = _with_provenance("double_transpose")
+    other = _tool_output("cnn", "onnxsim", None)
+    with pytest.raises(CorrespondenceError, match="does not correspond"):
+        modelprov.recover(original, other)
+
+
+def test_missing_and_non_onnx_files(tmp_path):
+    with pytest.raises(InvalidModelError, match="no such file"):
+        modelprov.recover(tmp_path / "a.onnx", tmp_path / "b.onnx")
+    junk = tmp_path / "junk.onnx"
+    junk.write_bytes(b"\x00\x01 not a model")
+    with pytest.raises(InvalidModelError, match="junk.onnx"):
+        modelprov.recover(junk, junk)

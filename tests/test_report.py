@@ -1,0 +1,228 @@
+"""modelprov.report: the self-contained HTML report, in code and in headless Chromium."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import warnings
+from collections.abc import Iterator
+
+import onnx_ir as ir
+import pytest
+
+import modelprov
+from modelprov import _examples
+from modelprov._correspond import all_nodes
+from modelprov.report import node_state, report, write_report
+from modelprov.report._data import report_data
+from modelprov.report._html import embed_json
+from modelprov.report._layout import NODE_H, NODE_W, layout_group
+from tests._cdp import Browser, Page, chromium_path
+from tests._synthetic import synthetic_model
+from tests.conftest import plain_export
+
+HOSTILE = '</script><img src=x onerror="document.title=1"><!-- & \u2028'
+
+
+@pytest.fixture(scope="module")
+def gpt2_pair() -> tuple[ir.Model, ir.Model]:
+    """(plain torch.onnx export, modelprov.export) of GPT-2, 2 layers, 64 wide."""
+    module, args = _examples.gpt2(2, 64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        after = modelprov.export(module, args, verbose=False).model
+    return plain_export("gpt2"), after
+
+
+def embedded_data(html: str) -> dict[str, object]:
+    match = re.search(
+        r'<script type="application/json" id="report-data">(.*?)</script>', html, re.S
+    )
+    assert match is not None
+    data: dict[str, object] = json.loads(match.group(1))
+    return data
+
+
+def test_states() -> None:
+    source = modelprov.Source.from_metadata("a", {"pkg.torch.onnx.fx_node": "%a : [] = x"})
+    empty = modelprov.Source.from_metadata("node:n", {})
+    assert node_state({}, [source]) == "exact"
+    assert node_state({}, [source, source]) == "merged"
+    assert node_state({}, []) == node_state({}, [empty]) == "none"
+    assert node_state({"modelprov.confidence": "inferred"}, [source]) == "recovered"
+
+
+def test_layout_is_layered_and_does_not_overlap() -> None:
+    members = list(range(20))
+    predecessors = {i: [i - 1] for i in range(1, 20)} | {5: [0, 1, 2, 3, 4]}
+    layout = layout_group(members, predecessors)
+    boxes = set(layout.positions.values())
+    assert len(boxes) == 20
+    for (x1, y1), (x2, y2) in zip(sorted(boxes), sorted(boxes)[1:], strict=False):
+        assert abs(x1 - x2) >= NODE_W or abs(y1 - y2) >= NODE_H
+    for a, b in layout.edges:
+        assert layout.positions[a][1] < layout.positions[b][1]
+    assert all(
+        x + NODE_W <= layout.width and y + NODE_H <= layout.height
+        for x, y in layout.positions.values()
+    )
+
+
+def test_summary_matches_diff(gpt2_pair: tuple[ir.Model, ir.Model]) -> None:
+    before, after = gpt2_pair
+    data = report_data(after, before=before)
+    expected = modelprov.diff(before, after)
+    summary = data["summary"]
+    assert summary["nodes"] == len(all_nodes(after.graph)) == len(data["nodes"])
+    assert sum(summary["states"].values()) == summary["nodes"]
+    assert summary["states"]["merged"] > 0
+    recall = summary["before"]["recall"]
+    assert recall["fx_nodes"]["value"] == expected.fx_nodes.value
+    assert recall["source_lines"]["kept"] == expected.source_lines.kept
+    assert {s["fx"] or s["id"] for s in data["lost"]} == set(expected.lost_sources)
+    assert summary["metadata_bytes"]["total"] > 0
+    assert sum(len(g["nodes"]) for g in data["groups"]) == summary["nodes"]
+    for i, node in enumerate(after.graph):
+        entry = data["nodes"][i]
+        assert entry["name"] == node.name and entry["op"] == node.op_type
+
+
+def test_lost_sources_are_listed_with_lines() -> None:
+    before = plain_export("double_transpose")
+    after = before.clone()
+    doomed = next(n for n in after.graph if n.op_type == "Transpose")
+    source = modelprov.sources(before, next(n for n in before.graph if n.name == doomed.name))[0]
+    doomed.metadata_props.clear()
+    doomed.name = None
+    data = report_data(after, before=before)
+    lost = {s["fx"]: s for s in data["lost"]}
+    assert lost[source.fx_node]["file"] == source.file
+    assert lost[source.fx_node]["line"] == source.line
+    assert data["summary"]["states"]["none"] == 1
+
+
+def test_hostile_metadata_stays_inert_json(tmp_path: str) -> None:
+    model = synthetic_model(30)
+    model.graph.node(0).metadata_props["custom.note"] = HOSTILE
+    html = report(model)
+    assert "<img" not in html and "<!--" not in html
+    assert html.count("</script>") == 2
+    data = embed_json({"k": HOSTILE})
+    assert "<" not in data and json.loads(data) == {"k": HOSTILE}
+    assert embedded_data(html)["nodes"][0]["keys"]["custom.note"] == HOSTILE  # type: ignore[index]
+
+
+def test_self_contained(gpt2_pair: tuple[ir.Model, ir.Model], tmp_path: str) -> None:
+    path = os.path.join(tmp_path, "report.html")
+    assert write_report(gpt2_pair[1], path, before=gpt2_pair[0]) == path
+    with open(path, encoding="utf-8") as stream:
+        html = stream.read()
+    page = re.sub(r'<script type="application/json".*?</script>', "", html, flags=re.S)
+    page = page.replace('"http://www.w3.org/2000/svg"', "")  # a namespace name, never fetched
+    assert not re.search(r"<link|<img|<iframe|\bsrc=|@import|url\(|https?://", page)
+    assert "default-src 'none'" in html
+
+
+# --- in headless Chromium ----------------------------------------------------------------
+
+CHROMIUM = chromium_path()
+needs_chromium = pytest.mark.skipif(
+    CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)"
+)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    assert CHROMIUM is not None
+    with Browser.launched(CHROMIUM) as launched:
+        yield launched
+
+
+def open_report(browser: Browser, html: str, folder: str, name: str) -> Page:
+    path = os.path.join(folder, name)
+    with open(path, "w", encoding="utf-8") as stream:
+        stream.write(html)
+    page = browser.new_page()
+    page.goto("file://" + path)
+    assert page.evaluate("document.body.dataset.ready") == "1"
+    return page
+
+
+def type_search(page: Page, text: str) -> int:
+    page.evaluate(
+        "(() => { const s = document.getElementById('search'); s.value = "
+        + json.dumps(text)
+        + "; s.dispatchEvent(new Event('input')); })()"
+    )
+    page.evaluate("new Promise(r => setTimeout(r, 200))")
+    return int(page.evaluate("document.getElementById('match-count').dataset.shown"))
+
+
+@needs_chromium
+def test_gpt2_report_in_chromium(
+    browser: Browser, gpt2_pair: tuple[ir.Model, ir.Model], tmp_path: str
+) -> None:
+    before, after = gpt2_pair
+    page = open_report(browser, report(after, before=before), tmp_path, "gpt2.html")
+    shot = os.path.join(tmp_path, "gpt2.png")
+    page.screenshot(shot)
+    with open(shot, "rb") as stream:
+        png = stream.read()
+    assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 10_000
+
+    count = len(all_nodes(after.graph))
+    assert page.evaluate("document.querySelectorAll('#graph .node').length") == count
+    assert page.evaluate("document.getElementById('graph').dataset.nodeCount") == str(count)
+
+    nodes = list(after.graph)
+    merged = next(i for i, n in enumerate(nodes) if len(modelprov.sources(after, n)) > 1)
+    page.evaluate(
+        f"document.querySelector('#graph .node[data-i=\"{merged}\"]')"
+        ".dispatchEvent(new MouseEvent('click', {bubbles: true}))"
+    )
+    details = page.evaluate("document.getElementById('details').textContent")
+    for source in modelprov.sources(after, nodes[merged]):
+        assert f"{source.file}:{source.line}" in details
+        assert source.fx_node in details
+
+    fx_name = modelprov.sources(after, nodes[merged])[-1].fx_node
+    shown = type_search(page, fx_name)
+    assert 1 <= shown < count
+    assert (
+        page.evaluate(f"document.querySelector('#node-rows tr[data-i=\"{merged}\"]').style.display")
+        == ""
+    )
+    assert type_search(page, "no such node anywhere") == 0
+    assert type_search(page, "") == count
+    assert page.errors == []
+    assert all(url.startswith("file://") for url in page.requests), page.requests
+
+
+@needs_chromium
+def test_hostile_metadata_is_text_in_chromium(browser: Browser, tmp_path: str) -> None:
+    model = synthetic_model(30)
+    model.graph.node(0).metadata_props["custom.note"] = HOSTILE
+    page = open_report(browser, report(model), tmp_path, "hostile.html")
+    page.evaluate("document.querySelector('#node-rows tr').click()")
+    assert HOSTILE.split("\u2028")[0] in page.evaluate(
+        "document.getElementById('details').textContent"
+    )
+    assert page.evaluate("document.querySelectorAll('img').length") == 0
+    assert page.evaluate("document.title").startswith("modelprov report")
+    assert page.errors == []
+
+
+@needs_chromium
+def test_2000_node_report_opens_without_errors(browser: Browser, tmp_path: str) -> None:
+    model = synthetic_model(2000)
+    page = open_report(browser, report(model), tmp_path, "big.html")
+    assert page.evaluate("document.querySelectorAll('#graph .node').length") == 2000
+    assert type_search(page, "mul_1003") == 1
+    assert (
+        page.evaluate("document.querySelector('#graph .node.match').closest('details').open")
+        is True
+    )
+    page.evaluate("document.getElementById('expand').click()")
+    page.screenshot(os.path.join(tmp_path, "big.png"))
+    assert page.errors == []
