@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-import onnx
 import onnx_ir as ir
 
 from modelprov._correspond import all_nodes
-from modelprov._io import load_model_proto
 from modelprov._sources import Source
 from modelprov.audit._audit import has_provenance
+from modelprov.onnx._convert import AnyModel, as_ir
 from modelprov.onnx._lookup import node_sources
 
 __all__ = ["DiffReport", "Recall", "diff", "dynamic_nodes"]
@@ -133,23 +131,12 @@ class DiffReport:
         return json.dumps(self.to_json(), indent=2, sort_keys=False)
 
 
-ModelInput = onnx.ModelProto | ir.Model | str | os.PathLike[str]
-
-
-def _as_ir(model: ModelInput) -> ir.Model:
-    if isinstance(model, ir.Model):
-        return model
-    if isinstance(model, onnx.ModelProto):
-        return ir.from_proto(model)
-    return ir.from_proto(load_model_proto(model, load_weights=False))
-
-
-def diff(before: ModelInput, after: ModelInput) -> DiffReport:
+def diff(before: AnyModel, after: AnyModel) -> DiffReport:
     """Compares the provenance of ``after`` with ``before`` (an export and its optimized form).
 
     Models may be ModelProtos, onnx_ir models or paths (read without their weights).
     """
-    before_ir, after_ir = _as_ir(before), _as_ir(after)
+    before_ir, after_ir = as_ir(before), as_ir(after)
     dynamic = dynamic_nodes(before_ir.graph)
     before_pairs = node_sources(before_ir)
     after_pairs = node_sources(after_ir)

@@ -2,14 +2,27 @@
 
 from __future__ import annotations
 
+import os
 from typing import TypeVar
 
 import onnx
 import onnx_ir as ir
 
-__all__ = ["ModelLike", "to_ir_copy", "to_kind"]
+from modelprov._io import load_model
+
+__all__ = ["AnyModel", "ModelLike", "as_ir", "to_ir_copy", "to_kind"]
 
 ModelLike = TypeVar("ModelLike", onnx.ModelProto, ir.Model)
+AnyModel = ir.Model | onnx.ModelProto | str | os.PathLike[str]
+
+
+def as_ir(model: AnyModel) -> ir.Model:
+    """The model as an onnx_ir.Model, for reading (files are read without their weights)."""
+    if isinstance(model, ir.Model):
+        return model
+    if isinstance(model, onnx.ModelProto):
+        return ir.from_proto(model)
+    return load_model(model)
 
 
 def to_ir_copy(model: onnx.ModelProto | ir.Model) -> ir.Model:

@@ -9,7 +9,7 @@ from modelprov._correspond import all_nodes
 from modelprov._sources import Source, collect_sources
 from modelprov.onnx._provenance import node_label
 
-__all__ = ["node_sources", "sources"]
+__all__ = ["node_sources", "proto_nodes", "sources"]
 
 
 def node_sources(model: ir.Model) -> list[tuple[ir.Node, list[Source]]]:
@@ -24,15 +24,16 @@ def node_sources(model: ir.Model) -> list[tuple[ir.Node, list[Source]]]:
     ]
 
 
-def _proto_nodes(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
+def proto_nodes(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
+    """Every node of a GraphProto and of its subgraphs, parents before children."""
     result: list[onnx.NodeProto] = []
     for node in graph.node:
         result.append(node)
         for attribute in node.attribute:
             if attribute.HasField("g"):
-                result.extend(_proto_nodes(attribute.g))
+                result.extend(proto_nodes(attribute.g))
             for subgraph in attribute.graphs:
-                result.extend(_proto_nodes(subgraph))
+                result.extend(proto_nodes(subgraph))
     return result
 
 
@@ -52,7 +53,7 @@ def sources(model: onnx.ModelProto | ir.Model, node: onnx.NodeProto | ir.Node) -
                 return found
         raise ValueError(f"node {node.name!r} is not a node of this model")
     if isinstance(model, onnx.ModelProto) and isinstance(node, onnx.NodeProto):
-        nodes = _proto_nodes(model.graph)
+        nodes = proto_nodes(model.graph)
         entries = [
             (n.name or f"{n.op_type}@{i}", {e.key: e.value for e in n.metadata_props})
             for i, n in enumerate(nodes)

@@ -32,6 +32,7 @@ import onnx_ir.passes.common as common_passes
 from modelprov._correspond import Change, Snapshot, all_nodes, diff
 from modelprov._io import load_model_proto
 from modelprov.errors import CorrespondenceError
+from modelprov.onnx._lookup import proto_nodes
 from modelprov.onnx._provenance import Provenance
 from modelprov.policy import Policies
 
@@ -313,7 +314,7 @@ def recover_ir(
 
 def _copy_metadata(source: ir.Model, target: onnx.ModelProto) -> None:
     """Copies node, value and model metadata from an ir model onto its proto twin."""
-    target_nodes = _proto_nodes(target.graph)
+    target_nodes = proto_nodes(target.graph)
     source_nodes = all_nodes(source.graph)
     if len(target_nodes) != len(source_nodes):
         raise AssertionError("node count changed while recovering; this is a modelprov bug")
@@ -342,18 +343,6 @@ def _copy_metadata(source: ir.Model, target: onnx.ModelProto) -> None:
         for key, value in props.items():
             entry = info.metadata_props.add()
             entry.key, entry.value = key, value
-
-
-def _proto_nodes(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
-    nodes: list[onnx.NodeProto] = []
-    for node in graph.node:
-        nodes.append(node)
-        for attribute in node.attribute:
-            if attribute.HasField("g"):
-                nodes.extend(_proto_nodes(attribute.g))
-            for subgraph in attribute.graphs:
-                nodes.extend(_proto_nodes(subgraph))
-    return nodes
 
 
 @overload
