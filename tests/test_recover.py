@@ -176,3 +176,28 @@ def test_missing_and_non_onnx_files(tmp_path):
     junk.write_bytes(b"\x00\x01 not a model")
     with pytest.raises(InvalidModelError, match="junk.onnx"):
         modelprov.recover(junk, junk)
+
+
+def test_value_scoped_ranges_follow_the_tensor_through_ort_fusion():
+    """Conv+ReLU fused by onnxruntime into FusedConv: it carries ReLU's output range."""
+    import warnings
+
+    import torch
+
+    from modelprov import _examples
+
+    module, args = _examples.cnn()
+    generator = torch.Generator().manual_seed(3)
+    stats = modelprov.calibrate(
+        module, [torch.randn(2, 3, 16, 16, generator=generator) for _ in range(2)]
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        program = modelprov.export(module, args, annotations=stats, verbose=False)
+    result = modelprov.optimize_with("onnxruntime", ir.to_proto(program.model), level="extended")
+    fused = [node for node in result.graph.node if node.op_type == "FusedConv"]
+    assert len(fused) == 2
+    for block, node in zip(("block1", "block2"), fused, strict=True):
+        props = {entry.key: entry.value for entry in node.metadata_props}
+        assert props["custom.max"] == stats[f"{block}.2"]["custom.max"]
+        assert props["custom.min"] == "0.0"

@@ -162,7 +162,10 @@ def format_merged_traces(traces: Iterable[str], *, max_bytes: int | None = None)
                 seen.add(trace)
                 distinct.append(trace)
     if len(distinct) <= 1:
-        return distinct[0] if distinct else ""
+        single = distinct[0] if distinct else ""
+        if max_bytes is None or len(single.encode()) <= max_bytes:
+            return single
+        return _elide_frames(single, max_bytes)
     grouped = [_frame_groups(trace.split("\n")) for trace in distinct]
     shared_lines = _shared_frame_lines(grouped)
     all_lines = [trace.split("\n") for trace in distinct]
@@ -179,13 +182,17 @@ def format_merged_traces(traces: Iterable[str], *, max_bytes: int | None = None)
 
 
 def _elide(head: list[str], sections: list[str], max_bytes: int) -> str:
-    """Keeps whole sections in order while they fit, then says how many were elided."""
+    """Keeps whole sections in order while they fit, then says how many were elided.
+
+    When not even the shared frames and one section fit, falls back to one line per trace
+    (its innermost frame), as many as fit. The result never exceeds ``max_bytes``.
+    """
     kept: list[str] = []
     size = len("\n".join(head).encode())
     marker_size = 120
     for section in sections:
         extra = len(section.encode()) + 1
-        if size + extra + marker_size > max_bytes and kept:
+        if size + extra + marker_size > max_bytes:
             break
         kept.append(section)
         size += extra
@@ -194,7 +201,54 @@ def _elide(head: list[str], sections: list[str], max_bytes: int) -> str:
         f"[modelprov: {elided} of {len(sections)} stack traces elided to fit "
         f"{max_bytes} bytes; modelprov.sources() returns them all]"
     )
-    return "\n".join([*head, *kept, marker]) if elided else "\n".join([*head, *kept])
+    if kept:
+        return "\n".join([*head, *kept, marker])
+    return _innermost_only(head, sections, max_bytes)
+
+
+def _elide_frames(trace: str, max_bytes: int) -> str:
+    """One long trace: keeps the innermost whole frames that fit, says how many went."""
+    groups = _frame_groups(trace.split("\n"))
+    kept: list[list[str]] = []
+    size = 130
+    for group in reversed(groups):
+        extra = len("\n".join(group).encode()) + 1
+        if size + extra > max_bytes:
+            break
+        kept.insert(0, group)
+        size += extra
+    if not kept:
+        return _innermost_only(["[]"], ["[]\n" + trace], max_bytes)
+    marker = (
+        f"[modelprov: {len(groups) - len(kept)} outer frames elided to fit {max_bytes} bytes; "
+        "modelprov.sources() returns the whole trace]"
+    )
+    return "\n".join([marker, *(line for group in kept for line in group)])
+
+
+def _innermost_only(head: list[str], sections: list[str], max_bytes: int) -> str:
+    """One ``File "...", line N`` line per trace, within the budget."""
+    shared = "\n".join(head[1:])
+    lines = []
+    for section in sections:
+        body = section.split("\n", 1)[1] if "\n" in section else ""
+        frame_lines = [line.strip() for line in (shared + "\n" + body).split("\n")]
+        frame = [line for line in frame_lines if _FRAME_START.match(line)]
+        lines.append(frame[-1] if frame else "(no frame)")
+    header = (
+        f"[modelprov: {len(sections)} stack traces, innermost frames only, to fit "
+        f"{max_bytes} bytes; modelprov.sources() returns them all]"
+    )
+    out = [header]
+    size = len(header.encode())
+    for index, line in enumerate(lines):
+        rest = f"[modelprov: {len(lines) - index} more]"
+        if size + len(line.encode()) + 1 + len(rest) + 1 > max_bytes:
+            out.append(rest)
+            break
+        out.append(line)
+        size += len(line.encode()) + 1
+    return "\n".join(out)[:max_bytes]
 
 
 def rewrite_paths(trace: str, options: TraceOptions) -> str:

@@ -231,10 +231,10 @@ class Provenance:
             values, ids = _values_of(self.table, indices, key)
             scoped = policies.is_value_scoped(key)
             if len(sources) == 1 and not scoped:
-                merged[key] = sources[0].metadata[key]
-                continue
-            flags = tuple(self.table.index_of(i) in outputs for i in ids)
-            result = policies.merge(key, values, MergeContext(key, label, flags, ids))
+                result: str | None = sources[0].metadata[key]
+            else:
+                flags = tuple(self.table.index_of(i) in outputs for i in ids)
+                result = policies.merge(key, values, MergeContext(key, label, flags, ids))
             if result is None:
                 continue
             if (
