@@ -113,3 +113,18 @@ def test_optimizing_twice_keeps_every_source(optimized):
     assert modelprov.diff(base, again).fx_nodes.value == 1.0
     table = again.metadata_props.get("modelprov.sources", "")
     assert len(table) <= len(ours.metadata_props.get("modelprov.sources", "")) + 64
+
+
+def test_per_pass_tracking_gives_the_same_graph_and_names_each_pass(optimized):
+    name, base, ours = optimized
+    model = base.clone()
+    tracked = modelprov.OptimizeProvenancePass(per_pass=True)
+    tracked(model)
+    assert [n.op_type for n in model.graph] == [n.op_type for n in ours.graph]
+    assert modelprov.diff(base, model).fx_nodes.value == 1.0
+    names = [step.name for step in tracked.steps]
+    assert "onnxscript.optimizer: fold constants (1)" in names
+    assert "onnxscript.optimizer: common subexpression elimination" in names
+    assert sum(step.removed_nodes for step in tracked.steps) >= len(base.graph) - len(model.graph)
+    violations, _ = region_violations(base, model, _inputs(name))
+    assert violations == []

@@ -166,6 +166,21 @@ def diff(
     else:
         replaced = _anchored_replacements(before, graph, old_of, value_anchors)
 
+    # In-process passes may leave a node whose every output was replaced in place, dead,
+    # for a later pass to remove: it is superseded now, and claimable like a removed node.
+    claimable = set(removed_set)
+    if node_anchors is None:
+        replaced_olds = {old for olds in replaced.values() for old in olds}
+        outputs_now = {value for each in _all_graphs(graph) for value in each.outputs}
+        for node in old_of:
+            outputs = list(node.outputs)
+            if (
+                outputs
+                and any(value in replaced_olds for value in outputs)
+                and all(not value.uses() and value not in outputs_now for value in outputs)
+            ):
+                claimable.add(node)
+
     producer_now = {value: node for node in after_nodes for value in node.outputs}
     consumers_now: dict[ir.Value, list[ir.Node]] = {}
     for node in after_nodes:
@@ -181,7 +196,7 @@ def diff(
 
     def region(entries: Iterable[ir.Value], stops: set[ir.Value]) -> set[ir.Node]:
         claimed: set[ir.Node] = set()
-        stack = [before.producer[v] for v in entries if before.producer.get(v) in removed_set]
+        stack = [before.producer[v] for v in entries if before.producer.get(v) in claimable]
         while stack:
             node = stack.pop()
             if node in claimed:
@@ -191,7 +206,7 @@ def diff(
                 if value is None or value in stops:
                     continue
                 upstream = before.producer.get(value)
-                if upstream is not None and upstream in removed_set:
+                if upstream is not None and upstream in claimable:
                     stack.append(upstream)
         return claimed
 

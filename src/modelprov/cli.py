@@ -65,7 +65,7 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
     with _status(f"loading {args.model}"):
         proto = load_model_proto(args.model, load_weights=True)
         model = ir.from_proto(proto)
-    optimize_pass = OptimizeProvenancePass()
+    optimize_pass = OptimizeProvenancePass(per_pass=bool(args.report or args.json))
     with _status("optimizing"):
         optimize_pass(model)
     with _status(f"writing {output}"):

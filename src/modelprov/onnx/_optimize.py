@@ -7,12 +7,14 @@ makes); modelprov only watches what changed and rewrites metadata.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, overload
 
 import onnx
 import onnx_ir as ir
+import onnx_ir.passes.common as common_passes
 import onnxscript.optimizer
 import onnxscript.rewriter
 
@@ -78,6 +80,12 @@ class OptimizeProvenancePass(ir.passes.InPlacePass):
     ``rules`` through ``onnxscript.rewriter.rewrite``, followed by one more optimizer run
     when a rule fired. After each step the graph is compared with the graph before it and
     every node's sources are updated; at the end metadata is written by the policies.
+
+    With ``per_pass=True`` the optimizer runs as the sequence of public passes it is made
+    of (inlining; twice constant folding and the default rewrite rules; unused-node removal,
+    constant lifting, initializer deduplication, CSE, output and name fixing), each tracked
+    on its own, so ``steps`` says which pass merged or lost what. The graph is the same;
+    it costs one snapshot per pass.
     """
 
     def __init__(
@@ -86,16 +94,26 @@ class OptimizeProvenancePass(ir.passes.InPlacePass):
         policies: Policies | None = None,
         rules: Sequence[Any] | None = None,
         trace_options: TraceOptions | None = None,
+        per_pass: bool = False,
     ) -> None:
         super().__init__()
         self.policies = policies
         self.rules = list(rules) if rules else []
         self.trace_options = trace_options
+        self.per_pass = per_pass
         self.steps: list[StepRecord] = []
+
+    def _optimizer(self, model: ir.Model, provenance: Provenance, label: str) -> list[StepRecord]:
+        if not self.per_pass:
+            return [track(model, provenance, label, lambda: _optimize_ir(model))]
+        return [
+            track(model, provenance, f"{label}: {name}", step)
+            for name, step in _optimizer_passes(model)
+        ]
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         provenance = Provenance.read(model, trace_options=self.trace_options)
-        self.steps = [track(model, provenance, "onnxscript.optimizer", lambda: _optimize_ir(model))]
+        self.steps = self._optimizer(model, provenance, "onnxscript.optimizer")
         if self.rules:
             record = track(
                 model,
@@ -105,13 +123,8 @@ class OptimizeProvenancePass(ir.passes.InPlacePass):
             )
             self.steps.append(record)
             if record.new_nodes or record.removed_nodes:
-                self.steps.append(
-                    track(
-                        model,
-                        provenance,
-                        "onnxscript.optimizer (after user rules)",
-                        lambda: _optimize_ir(model),
-                    )
+                self.steps.extend(
+                    self._optimizer(model, provenance, "onnxscript.optimizer (after user rules)")
                 )
         provenance.write(model, policies=self.policies, trace_options=self.trace_options)
         return ir.passes.PassResult(model, modified=True)
@@ -119,6 +132,31 @@ class OptimizeProvenancePass(ir.passes.InPlacePass):
 
 def _optimize_ir(model: ir.Model) -> None:
     onnxscript.optimizer.optimize_ir(model)
+
+
+def _optimizer_passes(model: ir.Model) -> Iterator[tuple[str, Callable[[], object]]]:
+    """optimize_ir's default pipeline as its public passes, in order (lazily, one by one)."""
+    yield "inline functions", lambda: common_passes.InlinePass()(model)
+    for iteration in (1, 2):
+        yield (
+            f"fold constants ({iteration})",
+            lambda: onnxscript.optimizer.fold_constants(model, onnx_shape_inference=True),
+        )
+        yield f"default rewrite rules ({iteration})", lambda: onnxscript.rewriter.rewrite(model)
+    tail: list[tuple[str, ir.passes.PassBase]] = [
+        ("remove unused nodes", common_passes.RemoveUnusedNodesPass()),
+        (
+            "lift constants to initializers",
+            common_passes.LiftConstantsToInitializersPass(lift_all_constants=True, size_limit=0),
+        ),
+        ("lift subgraph initializers", common_passes.LiftSubgraphInitializersToMainGraphPass()),
+        ("deduplicate initializers", common_passes.DeduplicateInitializersPass()),
+        ("common subexpression elimination", common_passes.CommonSubexpressionEliminationPass()),
+        ("fix outputs", common_passes.OutputFixPass()),
+        ("fix names", common_passes.NameFixPass()),
+    ]
+    for name, each in tail:
+        yield name, functools.partial(each, model)
 
 
 @overload
