@@ -231,6 +231,20 @@ def test_export_with_calibration_and_annotations(tmp_path):
     )
 
 
+def test_export_stablehlo_with_calibration(tmp_path):
+    """Seed 003 through the command line: ranges as StableHLO op attributes."""
+    out = tmp_path / "mlp.mlir"
+    result = cli("export", "tests._factories:mlp", "--stablehlo", str(out), "--calibrate", "2")
+    assert result.returncode == 0, result.stderr
+    text = out.read_text()
+    assert "stablehlo.maximum" in text
+    ranged = [line for line in text.splitlines() if "custom.max" in line]
+    assert len(ranged) == 3
+    relu = next(line for line in ranged if "stablehlo.maximum" in line)
+    assert 'custom.min = "0.0"' in relu and 'modelprov.module = "1"' in relu
+    assert (tmp_path / "mlp.mlir.jaxexport").exists()
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -303,3 +317,31 @@ def test_bad_input_files_exit_2_with_a_clear_message(capsys, models, tmp_path, c
         assert code == 2, (name, err)
         assert f"modelprov: error: {path}: {message}" in err
         assert stdout == "" and not out.exists()
+
+
+def test_report_and_overlay_through_the_command_line(models, tmp_path):
+    folder, _ = models
+    html = tmp_path / "report.html"
+    result = cli(
+        "report", str(folder / "dt.opt.onnx"), "--before", str(folder / "dt.onnx"), "-o", str(html)
+    )
+    assert result.returncode == 0, result.stderr
+    page = html.read_text()
+    assert page.startswith("<!DOCTYPE html>") and "transpose_1" in page
+    assert "http://" not in page.replace("http://www.w3.org", "")
+    overlay = tmp_path / "overlay.json"
+    result = cli("overlay", str(folder / "dt.opt.onnx"), "-o", str(overlay))
+    assert result.returncode == 0, result.stderr
+    data = json.loads(overlay.read_text())
+    (graph,) = data.values()
+    assert len(graph["results"]) == 2
+    missing = cli(
+        "overlay",
+        str(folder / "dt.opt.onnx"),
+        "-o",
+        str(tmp_path / "k.json"),
+        "--key",
+        "custom.nothing",
+    )
+    assert missing.returncode == 2 and "custom.nothing" in missing.stderr
+    assert not (tmp_path / "k.json").exists()
