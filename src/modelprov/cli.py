@@ -24,6 +24,7 @@ from modelprov._io import (
     model_from_proto,
     save_model,
 )
+from modelprov.annotation._random_batches import random_batches
 from modelprov.errors import ModelprovError
 
 __all__ = ["build_parser", "main"]
@@ -192,36 +193,6 @@ def _model_and_inputs(spec: str) -> tuple[Any, tuple[Any, ...], dict[str, Any]]:
     return model, example, kwargs
 
 
-def _random_like(value: Any) -> Any:
-    import torch
-
-    if not isinstance(value, torch.Tensor):
-        return value
-    if value.dtype == torch.bool:
-        return torch.randint(0, 2, value.shape).bool()
-    if value.is_floating_point() or value.is_complex():
-        return torch.randn_like(value)
-    high = int(value.max().item()) + 1 if value.numel() else 1
-    return torch.randint(0, max(high, 1), value.shape, dtype=value.dtype)
-
-
-def _random_batches(
-    count: int, args: tuple[Any, ...], kwargs: Mapping[str, Any]
-) -> list[tuple[Any, ...] | dict[str, Any]]:
-    """``count`` random batches shaped like the example inputs (seeded)."""
-    import torch
-
-    if args and kwargs:
-        raise UsageError(
-            "--calibrate needs a factory whose example inputs are all positional or all "
-            "keyword arguments"
-        )
-    torch.manual_seed(0)
-    if kwargs:
-        return [{k: _random_like(v) for k, v in kwargs.items()} for _ in range(count)]
-    return [tuple(_random_like(v) for v in args) for _ in range(count)]
-
-
 def _read_annotations(path: str) -> dict[str, dict[str, Any]]:
     try:
         with open(path, encoding="utf-8") as stream:
@@ -250,7 +221,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
         model, example, kwargs = _model_and_inputs(args.factory)
     if args.calibrate:
         with _status(f"calibrating on {args.calibrate} random batches"):
-            batches = _random_batches(args.calibrate, example, kwargs)
+            batches = random_batches(args.calibrate, example, kwargs)
             annotations = modelprov.calibrate(model, batches)
     if args.annotations:
         for path, keys in _read_annotations(args.annotations).items():

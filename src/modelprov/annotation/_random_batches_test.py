@@ -1,0 +1,35 @@
+"""Random calibration batches."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from modelprov.annotation._random_batches import random_batches
+from modelprov.errors import AnnotationError
+
+
+def test_shapes_dtypes_and_ranges_follow_the_example() -> None:
+    example = (torch.randn(2, 3), torch.tensor([[0, 4, 9]]), torch.tensor([True, False]))
+    batches = random_batches(3, example, {})
+    assert len(batches) == 3
+    for batch in batches:
+        assert isinstance(batch, tuple)
+        floats, ints, flags = batch
+        assert floats.shape == (2, 3) and floats.dtype == torch.float32
+        assert ints.dtype == torch.int64 and int(ints.min()) >= 0 and int(ints.max()) <= 9
+        assert flags.dtype == torch.bool
+    again = random_batches(3, example, {})
+    assert all(
+        torch.equal(a[0], b[0])  # type: ignore[index]
+        for a, b in zip(batches, again, strict=True)
+    )
+
+
+def test_keyword_examples_and_errors() -> None:
+    (batch,) = random_batches(1, (), {"x": torch.zeros(4)})
+    assert isinstance(batch, dict) and batch["x"].shape == (4,)
+    with pytest.raises(AnnotationError, match="all positional or all keyword"):
+        random_batches(1, (torch.zeros(1),), {"x": torch.zeros(1)})
+    with pytest.raises(AnnotationError, match="must be positive"):
+        random_batches(0, (torch.zeros(1),), {})
