@@ -4,21 +4,24 @@ Public API (everything else lives in private modules)::
 
     modelprov.export(model, args, f=None, *, policies=None, optimize=True, **torch_kwargs)
     modelprov.optimize(model, *, policies=None, rules=None)
+    modelprov.recover(original, optimized)
     modelprov.sources(model, node)
     modelprov.Policies, modelprov.DEFAULT_POLICIES, modelprov.policy.*
-    modelprov.diff(before, after)
+    modelprov.audit(model), modelprov.diff(before, after)
 
+The names that need torch (export, annotate, calibrate, functionize, export_stablehlo…)
+are imported on first use, so reading and checking ONNX files does not pay for torch.
 Formats: docs/metadata-format.md.
 """
+
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from modelprov import errors, policy
 from modelprov._sources import Source
 from modelprov._stack_trace import TraceOptions
-from modelprov.annotation import annotate, annotations, calibrate
 from modelprov.audit import AuditReport, DiffReport, Recall, audit, diff
-from modelprov.onnx._export import export
-from modelprov.onnx._find_calls import find_calls
-from modelprov.onnx._functionize import FunctionizePass, functionize
 from modelprov.onnx._inline import InlinePass, inline
 from modelprov.onnx._lookup import sources
 from modelprov.onnx._optimize import OptimizeProvenancePass, StepRecord, optimize
@@ -27,7 +30,39 @@ from modelprov.onnx._structural_hash import structural_hash
 from modelprov.onnx._tools import optimize_with
 from modelprov.policy import DEFAULT_POLICIES, MergeContext, Policies
 from modelprov.report import overlay, report, write_overlay, write_report
-from modelprov.stablehlo import StableHLOProgram, export_stablehlo
+
+if TYPE_CHECKING:
+    from modelprov.annotation import annotate, annotations, calibrate
+    from modelprov.onnx._export import export
+    from modelprov.onnx._find_calls import find_calls
+    from modelprov.onnx._functionize import FunctionizePass, functionize
+    from modelprov.stablehlo import StableHLOProgram, export_stablehlo
+
+_LAZY = {
+    "annotate": "modelprov.annotation",
+    "annotations": "modelprov.annotation",
+    "calibrate": "modelprov.annotation",
+    "export": "modelprov.onnx._export",
+    "find_calls": "modelprov.onnx._find_calls",
+    "FunctionizePass": "modelprov.onnx._functionize",
+    "functionize": "modelprov.onnx._functionize",
+    "StableHLOProgram": "modelprov.stablehlo",
+    "export_stablehlo": "modelprov.stablehlo",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'modelprov' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "DEFAULT_POLICIES",

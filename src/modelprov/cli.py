@@ -24,7 +24,6 @@ from modelprov._io import (
     model_from_proto,
     save_model,
 )
-from modelprov.annotation._random_batches import random_batches
 from modelprov.errors import ModelprovError
 
 __all__ = ["build_parser", "main"]
@@ -221,6 +220,8 @@ def _cmd_export(args: argparse.Namespace) -> int:
         model, example, kwargs = _model_and_inputs(args.factory)
     if args.calibrate:
         with _status(f"calibrating on {args.calibrate} random batches"):
+            from modelprov.annotation._random_batches import random_batches
+
             batches = random_batches(args.calibrate, example, kwargs)
             annotations = modelprov.calibrate(model, batches)
     if args.annotations:
