@@ -14,7 +14,6 @@ are imported on first use, so reading and checking ONNX files does not pay for t
 Formats: docs/metadata-format.md.
 """
 
-
 import importlib
 from typing import TYPE_CHECKING, Any
 

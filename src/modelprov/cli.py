@@ -15,7 +15,7 @@ import os
 import sys
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from modelprov._io import (
     check_output,
@@ -25,6 +25,9 @@ from modelprov._io import (
     save_model,
 )
 from modelprov.errors import ModelprovError
+
+if TYPE_CHECKING:
+    import onnx_ir as ir
 
 __all__ = ["build_parser", "main"]
 
@@ -96,30 +99,32 @@ def _cmd_recover(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _cmd_functionize(args: argparse.Namespace) -> int:
+def _rewrite_model(
+    args: argparse.Namespace, doing: str, transform: Callable[[ir.Model], ir.Model]
+) -> int:
+    """Loads MODEL (graph only), transforms it, writes OUTPUT atomically."""
     output = check_output(args.output, [args.model], in_place=args.in_place)
     with _status(f"loading {args.model}"):
         model = load_model(args.model)
-    from modelprov.onnx._functionize import functionize
-
-    with _status("wrapping ops into functions"):
-        result = functionize(model, level=args.level)
+    with _status(doing):
+        result = transform(model)
     with _status(f"writing {output}"):
         save_model(result, output)
     return EXIT_OK
+
+
+def _cmd_functionize(args: argparse.Namespace) -> int:
+    from modelprov.onnx._functionize import functionize
+
+    return _rewrite_model(
+        args, "wrapping ops into functions", lambda model: functionize(model, level=args.level)
+    )
 
 
 def _cmd_inline(args: argparse.Namespace) -> int:
-    output = check_output(args.output, [args.model], in_place=args.in_place)
-    with _status(f"loading {args.model}"):
-        model = load_model(args.model)
     from modelprov.onnx._inline import inline
 
-    with _status("inlining functions"):
-        result = inline(model)
-    with _status(f"writing {output}"):
-        save_model(result, output)
-    return EXIT_OK
+    return _rewrite_model(args, "inlining functions", inline)
 
 
 # --- reports --------------------------------------------------------------------------------
