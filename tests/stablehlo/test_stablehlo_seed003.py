@@ -106,3 +106,19 @@ def test_module_verifies_and_runs_like_torch(
     with torch.no_grad():
         expected = mlp(x).numpy()
     np.testing.assert_allclose(program.run(x)[0], expected, atol=1e-5, rtol=0)
+
+
+def test_trace_options_rewrite_stack_paths(tmp_path: Path) -> None:
+    import os
+
+    import modelprov
+    from modelprov import _examples
+
+    module, args = _examples.mlp()
+    root = os.path.dirname(os.path.dirname(torch.__file__))
+    program = modelprov.export_stablehlo(
+        module, args, trace_options=modelprov.TraceOptions(root=root)
+    )
+    stacks = [line for line in program.text.splitlines() if "modelprov.stack" in line]
+    assert stacks and all(root not in line for line in stacks)
+    assert any('modelprov.stack = "torch/nn/modules/' in line for line in stacks)

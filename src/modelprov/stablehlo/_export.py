@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from modelprov._stack_trace import TraceOptions
 from modelprov.annotation import annotations as stored_annotations
 from modelprov.annotation import module_paths, normalize_annotations
 from modelprov.errors import StableHLOError
@@ -34,6 +35,7 @@ def export_stablehlo(
     annotations: Mapping[str, Mapping[str, AnnotationValue]] | None = None,
     policies: Policies | None = None,
     dynamic_shapes: Any = None,
+    trace_options: TraceOptions | None = None,
 ) -> StableHLOProgram:
     """Export ``model`` to StableHLO; every op names its FX node, module and user metadata.
 
@@ -41,7 +43,8 @@ def export_stablehlo(
     ``{key: value}``; they are added to what ``modelprov.annotate`` stored on the modules
     (the argument wins per key). ``policies`` (default ``DEFAULT_POLICIES``) decides which
     keys are value-scoped (only on the ops producing the module's outputs) and how values
-    merge. ``dynamic_shapes`` is passed to ``torch.export.export``.
+    merge. ``dynamic_shapes`` is passed to ``torch.export.export``. ``trace_options``
+    rewrites or strips the file paths of stack traces (``modelprov.stack``, ``.sources``).
 
     Raises MissingDependencyError without jax/torchax, AnnotationError for an unknown module
     path, StableHLOError (naming the FX node and its source line) when lowering fails.
@@ -55,17 +58,23 @@ def export_stablehlo(
     exported_program = torch.export.export(
         model, tuple(args), dict(kwargs or {}), dynamic_shapes=dynamic_shapes
     )
-    return program_from_exported_program(exported_program, merged, chosen)
+    return program_from_exported_program(
+        exported_program, merged, chosen, trace_options=trace_options
+    )
 
 
 def program_from_exported_program(
     exported_program: torch.export.ExportedProgram,
     annotations: Mapping[str, Mapping[str, str]],
     policies: Policies,
+    *,
+    trace_options: TraceOptions | None = None,
 ) -> StableHLOProgram:
     """Lower ``exported_program`` and label its ops (``annotations`` already normalized)."""
     lowered = lower(exported_program)
-    infos = fx_node_infos(lowered.decomposed.graph, exported_program.graph)
+    infos = fx_node_infos(
+        lowered.decomposed.graph, exported_program.graph, trace_options=trace_options
+    )
 
     from jax._src.export import _export as jax_export_internals
     from jax._src.interpreters import mlir

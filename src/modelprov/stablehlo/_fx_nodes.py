@@ -58,16 +58,24 @@ def _source_nodes(node: torch.fx.Node, original_graph_id: int, original: set[str
     return found
 
 
-def fx_node_infos(decomposed: torch.fx.Graph, original: torch.fx.Graph) -> dict[str, FxNodeInfo]:
+def fx_node_infos(
+    decomposed: torch.fx.Graph,
+    original: torch.fx.Graph,
+    *,
+    trace_options: _stack_trace.TraceOptions | None = None,
+) -> dict[str, FxNodeInfo]:
     """Provenance of every ``call_function`` node of ``decomposed``, keyed by node name.
 
-    ``original`` is the graph of the ExportedProgram before decompositions.
+    ``original`` is the graph of the ExportedProgram before decompositions; stack-trace
+    paths are rewritten by ``trace_options`` when given.
     """
     original_names = {node.name for node in original.nodes}
     infos: dict[str, FxNodeInfo] = {}
     for node in _call_nodes(decomposed.nodes):
         module, module_type = _module_of(node)
         trace = str(node.meta.get("stack_trace") or "")
+        if trace_options is not None:
+            trace = _stack_trace.rewrite_paths(trace, trace_options)
         frame = _stack_trace.innermost_frame(trace) if trace else None
         target = node.target
         infos[node.name] = FxNodeInfo(
