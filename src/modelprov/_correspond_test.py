@@ -13,7 +13,11 @@ from modelprov.onnx._provenance import Provenance
 
 
 def _model(text: str) -> ir.Model:
-    return ir.from_proto(onnx.parser.parse_model(text))
+    """A model from ONNX text, its nodes named n0, n1, ... in order."""
+    model = ir.from_proto(onnx.parser.parse_model(text))
+    for index, node in enumerate(model.graph):
+        node.name = f"n{index}"
+    return model
 
 
 def _track(model: ir.Model, step: Callable[[ir.Model], object]) -> tuple[Provenance, Change]:
@@ -41,8 +45,6 @@ def test_cse_merges_the_duplicate_into_the_kept_node() -> None:
             y = Add (a, b)
         }"""
     )
-    for index, node in enumerate(model.graph):
-        node.name = f"n{index}"
     provenance, change = _track(model, common.CommonSubexpressionEliminationPass())
     relu = next(node for node in model.graph if node.op_type == "Relu")
     assert _ids(provenance, relu) == ["node:n0", "node:n1"]
@@ -58,8 +60,6 @@ def test_constant_folding_goes_to_the_consumer() -> None:
             y = Add (x, d)
         }"""
     )
-    for index, node in enumerate(model.graph):
-        node.name = f"n{index}"
     import onnxscript.optimizer
 
     provenance, _change = _track(model, onnxscript.optimizer.optimize_ir)
@@ -75,8 +75,6 @@ def test_dead_nodes_are_reported_as_eliminated() -> None:
             unused = Neg (x)
         }"""
     )
-    for index, node in enumerate(model.graph):
-        node.name = f"n{index}"
     provenance, change = _track(model, common.RemoveUnusedNodesPass())
     assert [node.name for node in change.eliminated] == ["n1"]
     assert provenance.table.ids(provenance.lost) == ["node:n1"]
@@ -90,8 +88,6 @@ def test_identity_removal_moves_value_scoped_sources_to_the_producer() -> None:
             y = Identity (r)
         }"""
     )
-    for index, node in enumerate(model.graph):
-        node.name = f"n{index}"
     provenance, _ = _track(model, common.IdentityEliminationPass())
     (relu,) = list(model.graph)
     assert _ids(provenance, relu) == ["node:n0", "node:n1"]
