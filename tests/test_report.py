@@ -51,6 +51,8 @@ def test_states() -> None:
     assert node_state({}, [source, source]) == "merged"
     assert node_state({}, []) == node_state({}, [empty]) == "none"
     assert node_state({"modelprov.confidence": "inferred"}, [source]) == "recovered"
+    assert node_state({"modelprov.confidence": "named"}, [source]) == "recovered"
+    assert node_state({"modelprov.confidence": "exact"}, [source]) == "exact"
 
 
 def test_layout_is_layered_and_does_not_overlap() -> None:

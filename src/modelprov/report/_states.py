@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Final, Literal
 
 from modelprov._sources import Source
+from modelprov.onnx._recover import CONFIDENCE_KEY
 
 __all__ = ["CONFIDENCE_KEY", "STATES", "STATE_COLORS", "State", "known_sources", "node_state"]
 
@@ -13,8 +14,6 @@ State = Literal["exact", "merged", "recovered", "none"]
 
 STATES: Final[tuple[State, ...]] = ("exact", "merged", "recovered", "none")
 
-CONFIDENCE_KEY: Final = "modelprov.confidence"
-"""Written by ``modelprov.recover`` on nodes whose sources it re-derived ("exact"/"inferred")."""
 
 STATE_COLORS: Final[Mapping[State, str]] = {
     "exact": "#2f9e5b",
@@ -34,10 +33,12 @@ def known_sources(sources: Sequence[Source]) -> list[Source]:
 def node_state(metadata: Mapping[str, str], sources: Sequence[Source]) -> State:
     """The state of a node from its metadata and its sources.
 
-    recovered: ``modelprov.recover`` re-derived its sources (it carries ``modelprov.confidence``);
-    none: no source with any metadata; merged: several sources; exact: one source, unchanged.
+    recovered: ``modelprov.recover`` attributed it by names or structure (its
+    ``modelprov.confidence`` is ``named`` or ``inferred``; a node recover found unchanged,
+    ``exact``, is shown like any other); none: no source with any metadata; merged: several
+    sources; exact: one source, unchanged.
     """
-    if CONFIDENCE_KEY in metadata:
+    if metadata.get(CONFIDENCE_KEY) in ("named", "inferred"):
         return "recovered"
     known = known_sources(sources)
     if not known:
