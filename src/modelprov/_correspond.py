@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 import onnx_ir as ir
 
-__all__ = ["Change", "Snapshot", "all_nodes", "diff"]
+__all__ = ["Change", "Snapshot", "all_graphs", "all_nodes", "diff"]
 
 
 def all_nodes(graph: ir.Graph) -> list[ir.Node]:
@@ -32,7 +32,8 @@ def all_nodes(graph: ir.Graph) -> list[ir.Node]:
     return list(ir.traversal.RecursiveGraphIterator(graph))
 
 
-def _all_graphs(graph: ir.Graph) -> list[ir.Graph]:
+def all_graphs(graph: ir.Graph) -> list[ir.Graph]:
+    """A graph and every subgraph under it (If/Loop/Scan bodies), parents first."""
     graphs = [graph]
     for node in ir.traversal.RecursiveGraphIterator(graph):
         for attribute in node.attributes.values():
@@ -62,7 +63,7 @@ class Snapshot:
         inputs = {node: tuple(node.inputs) for node in nodes}
         outputs = {node: tuple(node.outputs) for node in nodes}
         producer = {value: node for node in nodes for value in node.outputs}
-        graphs = _all_graphs(graph)
+        graphs = all_graphs(graph)
         boundary: set[ir.Value] = set()
         for each in graphs:
             boundary.update(each.inputs)
@@ -124,7 +125,7 @@ def _value_replacements(
     for node in surviving:
         for old, new in zip(before.inputs[node], node.inputs, strict=False):
             record(old, new)
-    for each in _all_graphs(graph):
+    for each in all_graphs(graph):
         old_outputs = before.graph_outputs.get(each)
         if old_outputs is None:
             continue
@@ -171,7 +172,7 @@ def diff(
     claimable = set(removed_set)
     if node_anchors is None:
         replaced_olds = {old for olds in replaced.values() for old in olds}
-        outputs_now = {value for each in _all_graphs(graph) for value in each.outputs}
+        outputs_now = {value for each in all_graphs(graph) for value in each.outputs}
         for node in old_of:
             outputs = list(node.outputs)
             if (

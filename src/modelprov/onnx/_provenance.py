@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 import onnx_ir as ir
 
 from modelprov import _stack_trace
-from modelprov._correspond import Change, all_nodes
+from modelprov._correspond import Change, all_graphs, all_nodes
 from modelprov._sources import (
     NODE_SOURCES_KEY,
     OUTPUT_OF_KEY,
@@ -95,11 +95,7 @@ class Provenance:
 
     def derived_value_sources(self, model: ir.Model) -> dict[ir.Value, frozenset[int]]:
         """Default rule: a value is a source's output when it leaves that source's nodes."""
-        graph_outputs: set[ir.Value] = set()
-        for node in [None, *all_nodes(model.graph)]:
-            graphs = [model.graph] if node is None else _subgraphs(node)
-            for graph in graphs:
-                graph_outputs.update(graph.outputs)
+        graph_outputs = {value for graph in all_graphs(model.graph) for value in graph.outputs}
         result: dict[ir.Value, frozenset[int]] = {}
         for node in all_nodes(model.graph):
             own = self.node_sources.get(node, frozenset())
@@ -245,16 +241,6 @@ class Provenance:
                 result = _stack_trace.format_merged_traces(values, max_bytes=max_bytes)
             merged[key] = result
         return merged
-
-
-def _subgraphs(node: ir.Node) -> list[ir.Graph]:
-    graphs: list[ir.Graph] = []
-    for attribute in node.attributes.values():
-        if attribute.type == ir.AttributeType.GRAPH:
-            graphs.append(attribute.as_graph())
-        elif attribute.type == ir.AttributeType.GRAPHS:
-            graphs.extend(attribute.as_graphs())
-    return graphs
 
 
 def _ordered_keys(sources: Iterable[Source]) -> list[str]:
