@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from modelprov.onnx._export import export
     from modelprov.onnx._find_calls import find_calls
     from modelprov.onnx._functionize import FunctionizePass, functionize
+    from modelprov.onnx._quantize import quantize
     from modelprov.stablehlo import StableHLOProgram, export_stablehlo
 
 _LAZY = {
@@ -46,6 +47,7 @@ _LAZY = {
     "FunctionizePass": "modelprov.onnx._functionize",
     "functionize": "modelprov.onnx._functionize",
     "StableHLOProgram": "modelprov.stablehlo",
+    "quantize": "modelprov.onnx._quantize",
     "export_stablehlo": "modelprov.stablehlo",
 }
 
@@ -92,6 +94,7 @@ __all__ = [
     "optimize_with",
     "overlay",
     "policy",
+    "quantize",
     "recover",
     "report",
     "sources",

@@ -1,0 +1,307 @@
+"""modelprov.quantize: onnxruntime's static quantizer, driven by ranges measured in PyTorch.
+
+Every activation's range is taken from the model's value-scoped ``custom.min`` /
+``custom.max`` (what ``modelprov.export(annotations=modelprov.calibrate(...))`` writes) or from
+``ranges=``, and reaches onnxruntime.quantization.quantize_static as a per-tensor
+``TensorQuantOverrides`` entry (``rmin``/``rmax``), so onnxruntime computes each scale and
+zero point from exactly that range. When every tensor onnxruntime would calibrate has a
+range, no calibration runs at all (the ranges are handed over as onnxruntime's calibration
+cache); otherwise onnxruntime calibrates from ``calibration_batches`` and the given ranges
+still win, or the call fails listing the tensors without a range.
+
+The quantizer's output then gets provenance on every node (see ``_qdq_provenance``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, overload
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+
+from modelprov._io import load_model_proto, save_model
+from modelprov.errors import MissingDependencyError, QuantizationError
+from modelprov.onnx._qdq_provenance import attribute_quantized
+from modelprov.onnx._quant_ranges import TensorRange, model_ranges
+from modelprov.policy import Policies
+
+__all__ = ["QUANT_TYPES", "quantize"]
+
+logger = logging.getLogger(__name__)
+
+QUANT_TYPES = ("int8", "uint8", "int16", "uint16")
+_FORMATS = ("qdq", "qoperator")
+
+ModelInput = onnx.ModelProto | ir.Model | str | os.PathLike[str]
+
+
+def _ort() -> Any:
+    try:
+        from onnxruntime import quantization
+    except ImportError as error:
+        raise MissingDependencyError(
+            f"modelprov.quantize needs onnxruntime ({error}); install it with "
+            'pip install onnxruntime  (or pip install "modelprov[test]")'
+        ) from None
+    return quantization
+
+
+def _quant_type(value: object, argument: str) -> Any:
+    quant = _ort()
+    if isinstance(value, quant.QuantType):
+        return value
+    names = {
+        "int8": quant.QuantType.QInt8,
+        "uint8": quant.QuantType.QUInt8,
+        "int16": quant.QuantType.QInt16,
+        "uint16": quant.QuantType.QUInt16,
+    }
+    if isinstance(value, str) and value.lower() in names:
+        return names[value.lower()]
+    raise QuantizationError(
+        f"{argument}={value!r}: give one of {', '.join(QUANT_TYPES)} or an "
+        "onnxruntime.quantization.QuantType"
+    )
+
+
+def _load(model: ModelInput) -> tuple[onnx.ModelProto | None, ir.Model]:
+    """The model as (proto if given as one, onnx_ir model), weights loaded; never modified."""
+    if isinstance(model, ir.Model):
+        return None, model
+    if isinstance(model, onnx.ModelProto):
+        return model, ir.from_proto(model)
+    if isinstance(model, (str, os.PathLike)):
+        proto = load_model_proto(model, load_weights=True)
+        return proto, ir.from_proto(proto)
+    raise TypeError(
+        "quantize: the model must be an onnx.ModelProto, an onnx_ir.Model or a path, got "
+        f"{type(model).__name__}"
+    )
+
+
+class _Batches:
+    """onnxruntime's CalibrationDataReader protocol over the caller's batches."""
+
+    def __init__(self, batches: Iterable[Any], input_names: list[str]) -> None:
+        self._input_names = input_names
+        self._batches: Iterator[Any] = iter(batches)
+        self.count = 0
+
+    def get_next(self) -> dict[str, np.ndarray] | None:
+        batch = next(self._batches, None)
+        if batch is None:
+            return None
+        self.count += 1
+        return _feed(batch, self._input_names, self.count)
+
+
+def _array(item: Any, where: str) -> np.ndarray:
+    if hasattr(item, "detach"):
+        item = item.detach().cpu().numpy()
+    if not isinstance(item, np.ndarray):
+        raise QuantizationError(
+            f"{where}: expected a numpy array or torch tensor, got {type(item).__name__}"
+        )
+    return item
+
+
+def _feed(batch: Any, input_names: list[str], number: int) -> dict[str, np.ndarray]:
+    where = f"calibration batch {number}"
+    if isinstance(batch, Mapping):
+        unknown = sorted(set(batch) - set(input_names))
+        if unknown:
+            raise QuantizationError(
+                f"{where}: {unknown} are not graph inputs; the inputs are {input_names}"
+            )
+        return {name: _array(value, f"{where}[{name!r}]") for name, value in batch.items()}
+    items = list(batch) if isinstance(batch, (tuple, list)) else [batch]
+    if len(items) != len(input_names):
+        raise QuantizationError(
+            f"{where}: has {len(items)} arrays for {len(input_names)} graph inputs "
+            f"{input_names}; give one per input, or a dict by input name"
+        )
+    return {
+        name: _array(item, f"{where}[{index}]")
+        for index, (name, item) in enumerate(zip(input_names, items, strict=True))
+    }
+
+
+def _tensors_to_calibrate(path: str, op_types: list[str]) -> set[str]:
+    """The tensors onnxruntime's calibrator would measure for these op types."""
+    quant = _ort()
+    calibrator = quant.CalibraterBase(path, op_types)
+    tensors, _ = calibrator.select_tensors_to_calibrate(calibrator.model)
+    return set(tensors)
+
+
+def _default_op_types() -> list[str]:
+    from onnxruntime.quantization.registry import QDQRegistry, QLinearOpsRegistry
+
+    return sorted(set(QLinearOpsRegistry) | set(QDQRegistry))
+
+
+def _write_cache(path: str, ranges: Mapping[str, TensorRange]) -> None:
+    quant = _ort()
+    data = {
+        name: quant.TensorData(lowest=np.float32(item.minimum), highest=np.float32(item.maximum))
+        for name, item in ranges.items()
+    }
+    quant.save_tensors_data(quant.TensorsData(quant.CalibrationMethod.MinMax, data), path)
+
+
+@overload
+def quantize(
+    model: ir.Model,
+    *,
+    ranges: Mapping[str, object] | None = ...,
+    format: str = ...,
+    activation_type: object = ...,
+    weight_type: object = ...,
+    per_channel: bool = ...,
+    calibration_batches: Iterable[Any] | None = ...,
+    policies: Policies | None = ...,
+    **ort_options: Any,
+) -> ir.Model: ...
+@overload
+def quantize(
+    model: onnx.ModelProto | str | os.PathLike[str],
+    *,
+    ranges: Mapping[str, object] | None = ...,
+    format: str = ...,
+    activation_type: object = ...,
+    weight_type: object = ...,
+    per_channel: bool = ...,
+    calibration_batches: Iterable[Any] | None = ...,
+    policies: Policies | None = ...,
+    **ort_options: Any,
+) -> onnx.ModelProto: ...
+def quantize(
+    model: ModelInput,
+    *,
+    ranges: Mapping[str, object] | None = None,
+    format: str = "qdq",
+    activation_type: object = "int8",
+    weight_type: object = "int8",
+    per_channel: bool = False,
+    calibration_batches: Iterable[Any] | None = None,
+    policies: Policies | None = None,
+    **ort_options: Any,
+) -> onnx.ModelProto | ir.Model:
+    """Quantizes with onnxruntime.quantization.quantize_static, ranges from PyTorch.
+
+    Args:
+        model: the float model (ModelProto, onnx_ir.Model or path); never modified.
+        ranges: ``{tensor name or module path: (min, max)}`` (or ``{"min":, "max":}``, so a
+            :func:`modelprov.calibrate` result works); wins over the model's own
+            ``custom.min``/``custom.max``. A module path stands for the tensors leaving it.
+        format: ``"qdq"`` (QuantizeLinear/DequantizeLinear pairs) or ``"qoperator"``.
+        activation_type, weight_type: ``"int8"``, ``"uint8"``, ``"int16"``, ``"uint16"`` or
+            an onnxruntime QuantType (onnxruntime's defaults: int8 for both).
+        per_channel: per-channel weight quantization.
+        calibration_batches: batches (arrays/tensors, tuples of them by graph input, or
+            dicts by input name) onnxruntime calibrates the tensors without a range from.
+        policies: merge policies for the provenance (default modelprov.DEFAULT_POLICIES).
+        ort_options: passed to quantize_static (``extra_options``, ``op_types_to_quantize``,
+            ``nodes_to_exclude``, ``reduce_range``, ``calibrate_method``...). Tensors you
+            give ``TensorQuantOverrides`` for in ``extra_options`` keep yours.
+
+    Returns:
+        The quantized model, each node (Q/DQ included) with its sources; an onnx_ir.Model
+        when ``model`` is one, else an onnx.ModelProto.
+
+    Raises:
+        QuantizationError: a tensor onnxruntime quantizes has no range and there are no
+            calibration batches (the message lists them), a range is invalid, or
+            onnxruntime refused the model.
+    """
+    quant = _ort()
+    if format not in _FORMATS:
+        raise QuantizationError(f"format={format!r}: give 'qdq' or 'qoperator'")
+    activation = _quant_type(activation_type, "activation_type")
+    weight = _quant_type(weight_type, "weight_type")
+    for reserved in ("model_input", "model_output", "calibration_data_reader", "quant_format"):
+        if reserved in ort_options:
+            raise QuantizationError(f"{reserved} is set by modelprov.quantize; do not pass it")
+    batches = None if calibration_batches is None else list(calibration_batches)
+    if batches is not None and not batches:
+        raise QuantizationError("calibration_batches is empty; give at least one batch")
+    proto, float_model = _load(model)
+    known = model_ranges(float_model, ranges)
+    extra_options = dict(ort_options.pop("extra_options", None) or {})
+    op_types = list(ort_options.pop("op_types_to_quantize", None) or _default_op_types())
+    with tempfile.TemporaryDirectory(prefix="modelprov-quantize-") as folder:
+        float_path = os.path.join(folder, "float.onnx")
+        quantized_path = os.path.join(folder, "quantized.onnx")
+        if proto is not None:
+            save_model(ir.from_proto(proto), float_path)
+        else:
+            save_model(float_model, float_path)
+        wanted = _tensors_to_calibrate(float_path, op_types)
+        missing = sorted(wanted - set(known))
+        user_overrides = dict(extra_options.get("TensorQuantOverrides") or {})
+        missing = [name for name in missing if name not in user_overrides]
+        if missing and batches is None:
+            raise QuantizationError(
+                f"no range for {len(missing)} tensor(s) onnxruntime quantizes: "
+                f"{', '.join(missing)}; give them with ranges={{name: (min, max)}} (module "
+                "paths work too), export with annotations=modelprov.calibrate(...), or pass "
+                "calibration_batches= so onnxruntime calibrates them"
+            )
+        overrides: dict[str, list[dict[str, Any]]] = {
+            name: [{"rmin": np.float32(item.minimum), "rmax": np.float32(item.maximum)}]
+            for name, item in known.items()
+            if name in wanted
+        }
+        overrides.update(user_overrides)
+        extra_options["TensorQuantOverrides"] = overrides
+        reader: _Batches | None = None
+        cache: str | None = None
+        if missing:
+            input_names = _feed_names(float_model)
+            reader = _Batches(batches or [], input_names)
+        else:
+            cache = os.path.join(folder, "ranges.json")
+            _write_cache(cache, {name: known[name] for name in wanted})
+        try:
+            quant.quantize_static(
+                float_path,
+                quantized_path,
+                reader,
+                quant_format=quant.QuantFormat.QDQ
+                if format == "qdq"
+                else quant.QuantFormat.QOperator,
+                per_channel=per_channel,
+                activation_type=activation,
+                weight_type=weight,
+                op_types_to_quantize=op_types,
+                calibration_cache_path=cache,
+                extra_options=extra_options,
+                **ort_options,
+            )
+        except QuantizationError:
+            raise
+        except (ValueError, TypeError, RuntimeError, KeyError, AssertionError) as error:
+            raise QuantizationError(
+                f"onnxruntime.quantization.quantize_static failed: {type(error).__name__}: {error}"
+            ) from error
+        quantized = ir.from_proto(load_model_proto(quantized_path, load_weights=True))
+    report = attribute_quantized(float_model, quantized, policies=policies)
+    if report.unattributed:
+        logger.warning(
+            "quantize: %d node(s) without sources: %s",
+            len(report.unattributed),
+            ", ".join(report.unattributed[:10]),
+        )
+    if isinstance(model, ir.Model):
+        return quantized
+    return ir.to_proto(quantized)
+
+
+def _feed_names(model: ir.Model) -> list[str]:
+    initializers = set(model.graph.initializers)
+    return [value.name or "" for value in model.graph.inputs if value.name not in initializers]
