@@ -34,6 +34,7 @@ __all__ = ["QDQ_OPS", "QdqAttribution", "attribute_quantized", "is_qdq"]
 QDQ_OPS = frozenset({"QuantizeLinear", "DequantizeLinear"})
 _QDQ_DOMAINS = frozenset({"", "ai.onnx", "com.microsoft"})
 _CONFIDENCE_ORDER = ("inferred", "named", "exact")
+_QOPERATOR_SUFFIX = "_quantized"
 
 
 def is_qdq(node: ir.Node) -> bool:
@@ -50,12 +51,15 @@ class QdqAttribution:
     unattributed: tuple[str, ...]
 
 
-def _bypassed_copy(quantized: ir.Model) -> tuple[ir.Model, dict[str, str]]:
+def _bypassed_copy(
+    quantized: ir.Model, original_names: set[str]
+) -> tuple[ir.Model, dict[str, str]]:
     """A copy without Q/DQ nodes, and {name in the copy: name in the quantized model}.
 
     Each Q/DQ output is replaced by the Q/DQ input (graph outputs included); a graph output
-    whose float tensor the quantizer had renamed gets its name back, so the copy speaks the
-    float model's names.
+    whose float tensor the quantizer had renamed gets its name back, and so does a tensor
+    onnxruntime's QOperator format renamed ``X_quantized`` when ``X`` was a tensor of the
+    float model, so the copy speaks the float model's names.
     """
     copy = quantized.clone()
     for node in [node for node in all_nodes(copy.graph) if is_qdq(node)]:
@@ -74,6 +78,16 @@ def _bypassed_copy(quantized: ir.Model) -> tuple[ir.Model, dict[str, str]]:
         if wanted.name and value.name != wanted.name and value.producer() is not None:
             renamed[wanted.name] = value.name or ""
             value.name = wanted.name
+    present = {value.name for node in all_nodes(copy.graph) for value in node.outputs}
+    present.update(value.name for value in copy.graph.inputs)
+    for node in all_nodes(copy.graph):
+        for value in node.outputs:
+            name = value.name or ""
+            stem = name.removesuffix(_QOPERATOR_SUFFIX)
+            if stem != name and stem in original_names and stem not in present:
+                renamed[stem] = name
+                value.name = stem
+                present.add(stem)
     return copy, renamed
 
 
@@ -86,7 +100,10 @@ def attribute_quantized(
     original: ir.Model, quantized: ir.Model, *, policies: Policies | None = None
 ) -> QdqAttribution:
     """Writes provenance onto ``quantized`` (changed in place), from the float ``original``."""
-    bypassed, renamed = _bypassed_copy(quantized)
+    original_names = {
+        value.name for node in all_nodes(original.graph) for value in node.outputs if value.name
+    }
+    bypassed, renamed = _bypassed_copy(quantized, original_names)
     recovered = recover(original, bypassed, policies=policies)
     found = Provenance.read(recovered)
     quantized_values = {
