@@ -8,6 +8,11 @@ Ranges come from two places, the second winning over the first:
 * ``ranges=`` given by the caller, keyed by tensor name or by module path (a module path
   stands for the tensors leaving that module: read outside it, or graph outputs).
 
+A tensor made from a ranged tensor by an op that only moves values (Reshape, Flatten,
+Squeeze, Unsqueeze, Transpose, Identity: the same values, rearranged) has exactly that
+range; it is filled in when it has none of its own (e.g. ``x.view(...)`` in ``forward``,
+which no module's output covers).
+
 Metadata is text from a file: it is parsed with ``float`` only, never evaluated.
 """
 
@@ -30,6 +35,7 @@ __all__ = [
     "TensorRange",
     "annotated_ranges",
     "model_ranges",
+    "propagate_ranges",
     "resolve_ranges",
 ]
 
@@ -47,7 +53,7 @@ class TensorRange:
     minimum: float
     maximum: float
     origin: str
-    """``metadata`` (the model's custom.min/custom.max) or ``ranges`` (the caller's)."""
+    """``metadata`` (custom.min/custom.max), ``ranges`` (the caller's) or ``propagated``."""
 
 
 def _number(text: object, where: str) -> float:
@@ -188,11 +194,32 @@ def resolve_ranges(model: ir.Model, ranges: Mapping[str, object]) -> dict[str, T
     return resolved
 
 
+_VALUE_MOVING_OPS = frozenset(
+    {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Identity"}
+)
+
+
+def propagate_ranges(model: ir.Model, found: Mapping[str, TensorRange]) -> dict[str, TensorRange]:
+    """``found`` plus the ranges of tensors that value-moving ops make from ranged tensors."""
+    result = dict(found)
+    for node in _named_nodes(model):  # graph order is topological
+        if node.op_type not in _VALUE_MOVING_OPS or node.domain not in ("", "ai.onnx"):
+            continue
+        source = node.inputs[0] if node.inputs else None
+        target = node.outputs[0]
+        if source is None or not source.name or not target.name or target.name in result:
+            continue
+        known = result.get(source.name)
+        if known is not None:
+            result[target.name] = TensorRange(known.minimum, known.maximum, "propagated")
+    return result
+
+
 def model_ranges(
     model: ir.Model, ranges: Mapping[str, object] | None = None
 ) -> dict[str, TensorRange]:
-    """The model's annotated ranges, overridden by the caller's ``ranges``."""
+    """The model's annotated ranges, overridden by the caller's, then propagated."""
     found = annotated_ranges(model)
     if ranges:
         found.update(resolve_ranges(model, ranges))
-    return found
+    return propagate_ranges(model, found)

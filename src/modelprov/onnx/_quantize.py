@@ -2,12 +2,18 @@
 
 Every activation's range is taken from the model's value-scoped ``custom.min`` /
 ``custom.max`` (what ``modelprov.export(annotations=modelprov.calibrate(...))`` writes) or from
-``ranges=``, and reaches onnxruntime.quantization.quantize_static as a per-tensor
-``TensorQuantOverrides`` entry (``rmin``/``rmax``), so onnxruntime computes each scale and
-zero point from exactly that range. When every tensor onnxruntime would calibrate has a
-range, no calibration runs at all (the ranges are handed over as onnxruntime's calibration
-cache); otherwise onnxruntime calibrates from ``calibration_batches`` and the given ranges
-still win, or the call fails listing the tensors without a range.
+``ranges=``, and is handed to onnxruntime.quantization.quantize_static as its calibration
+data (a ``TensorsData`` calibration cache), so onnxruntime computes every scale and zero
+point from exactly that range, as if its own calibrator had measured it. Tensors without a
+range are measured by onnxruntime's calibrator on ``calibration_batches``; without batches
+the call fails listing them.
+
+Why not ``TensorQuantOverrides`` (rmin/rmax): onnxruntime removes a Relu/Clip after a
+quantized producer after giving the producer's output the Relu's range; an rmin/rmax
+override on that output keeps the negative part, so the Relu disappears without its
+effect (QOperator CNN here: 98 output steps off). Calibration data goes through
+onnxruntime's own range adjustments; overrides a caller passes in ``extra_options`` still
+apply on top.
 
 The quantizer's output then gets provenance on every node (see ``_qdq_provenance``).
 """
@@ -27,7 +33,7 @@ import onnx_ir as ir
 from modelprov._io import load_model_proto, save_model
 from modelprov.errors import MissingDependencyError, QuantizationError
 from modelprov.onnx._qdq_provenance import attribute_quantized
-from modelprov.onnx._quant_ranges import TensorRange, model_ranges
+from modelprov.onnx._quant_ranges import model_ranges
 from modelprov.policy import Policies
 
 __all__ = ["QUANT_TYPES", "quantize"]
@@ -145,13 +151,43 @@ def _default_op_types() -> list[str]:
     return sorted(set(QLinearOpsRegistry) | set(QDQRegistry))
 
 
-def _write_cache(path: str, ranges: Mapping[str, TensorRange]) -> None:
+_CALIBRATION_OPTIONS = {
+    "CalibTensorRangeSymmetric": "symmetric",
+    "CalibMovingAverage": "moving_average",
+    "CalibMovingAverageConstant": "averaging_constant",
+    "CalibMaxIntermediateOutputs": "max_intermediate_outputs",
+    "CalibPercentile": "percentile",
+}
+
+
+def _calibrate_with_ort(
+    path: str,
+    augmented_path: str,
+    op_types: list[str],
+    reader: _Batches,
+    method: Any,
+    extra_options: Mapping[str, Any],
+    ort_options: Mapping[str, Any],
+) -> dict[str, Any]:
+    """onnxruntime's own calibration of every tensor it would quantize, by tensor name."""
+    from pathlib import Path
+
     quant = _ort()
-    data = {
-        name: quant.TensorData(lowest=np.float32(item.minimum), highest=np.float32(item.maximum))
-        for name, item in ranges.items()
-    }
-    quant.save_tensors_data(quant.TensorsData(quant.CalibrationMethod.MinMax, data), path)
+    calibrator = quant.create_calibrator(
+        Path(path),
+        op_types,
+        augmented_model_path=augmented_path,
+        calibrate_method=method,
+        use_external_data_format=bool(ort_options.get("use_external_data_format", False)),
+        providers=ort_options.get("calibration_providers"),
+        extra_options={
+            ours: extra_options[theirs]
+            for theirs, ours in _CALIBRATION_OPTIONS.items()
+            if theirs in extra_options
+        },
+    )
+    calibrator.collect_data(reader)
+    return dict(calibrator.compute_data().items())
 
 
 @overload
@@ -207,8 +243,8 @@ def quantize(
             dicts by input name) onnxruntime calibrates the tensors without a range from.
         policies: merge policies for the provenance (default modelprov.DEFAULT_POLICIES).
         ort_options: passed to quantize_static (``extra_options``, ``op_types_to_quantize``,
-            ``nodes_to_exclude``, ``reduce_range``, ``calibrate_method``...). Tensors you
-            give ``TensorQuantOverrides`` for in ``extra_options`` keep yours.
+            ``nodes_to_exclude``, ``reduce_range``, ``calibrate_method``...);
+            ``extra_options["TensorQuantOverrides"]`` applies on top of the ranges.
 
     Returns:
         The quantized model, each node (Q/DQ included) with its sources; an onnx_ir.Model
@@ -243,8 +279,6 @@ def quantize(
             save_model(float_model, float_path)
         wanted = _tensors_to_calibrate(float_path, op_types)
         missing = sorted(wanted - set(known))
-        user_overrides = dict(extra_options.get("TensorQuantOverrides") or {})
-        missing = [name for name in missing if name not in user_overrides]
         if missing and batches is None:
             raise QuantizationError(
                 f"no range for {len(missing)} tensor(s) onnxruntime quantizes: "
@@ -252,26 +286,29 @@ def quantize(
                 "paths work too), export with annotations=modelprov.calibrate(...), or pass "
                 "calibration_batches= so onnxruntime calibrates them"
             )
-        overrides: dict[str, list[dict[str, Any]]] = {
-            name: [{"rmin": np.float32(item.minimum), "rmax": np.float32(item.maximum)}]
-            for name, item in known.items()
-            if name in wanted
-        }
-        overrides.update(user_overrides)
-        extra_options["TensorQuantOverrides"] = overrides
-        reader: _Batches | None = None
-        cache: str | None = None
+        method = ort_options.pop("calibrate_method", quant.CalibrationMethod.MinMax)
+        measured: dict[str, Any] = {}
         if missing:
-            input_names = _feed_names(float_model)
-            reader = _Batches(batches or [], input_names)
-        else:
-            cache = os.path.join(folder, "ranges.json")
-            _write_cache(cache, {name: known[name] for name in wanted})
+            measured = _calibrate_with_ort(
+                float_path,
+                os.path.join(folder, "augmented.onnx"),
+                op_types,
+                _Batches(batches or [], _feed_names(float_model)),
+                method,
+                extra_options,
+                ort_options,
+            )
+        for name in wanted & set(known):
+            measured[name] = quant.TensorData(
+                lowest=np.float32(known[name].minimum), highest=np.float32(known[name].maximum)
+            )
+        cache = os.path.join(folder, "ranges.json")
+        quant.save_tensors_data(quant.TensorsData(method, measured), cache)
         try:
             quant.quantize_static(
                 float_path,
                 quantized_path,
-                reader,
+                None,
                 quant_format=quant.QuantFormat.QDQ
                 if format == "qdq"
                 else quant.QuantFormat.QOperator,
@@ -279,6 +316,7 @@ def quantize(
                 activation_type=activation,
                 weight_type=weight,
                 op_types_to_quantize=op_types,
+                calibrate_method=method,
                 calibration_cache_path=cache,
                 extra_options=extra_options,
                 **ort_options,
