@@ -9,9 +9,11 @@ here; onnxruntime runs the result; every node has sources; recall is 1.00.
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import warnings
 from collections.abc import Mapping
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -330,3 +332,82 @@ def test_bad_options_are_refused() -> None:
         modelprov.quantize(float_model, calibration_batches=[(batches[0][0], batches[0][0])])
     with pytest.raises(QuantizationError, match="empty"):
         modelprov.quantize(float_model, calibration_batches=[])
+
+
+# --- the command line ------------------------------------------------------------------------
+
+
+def _main(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    from modelprov.cli import main
+
+    code = main(list(args))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_cli_export_calibrate_quantize(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Seed 003 on the command line: calibrate, export, quantize, run."""
+    out = tmp_path / "mlp.onnx"
+    code, _, err = _main(
+        capsys,
+        "export",
+        "tests._factories:mlp",
+        "--onnx",
+        str(out),
+        "--calibrate",
+        "3",
+        "--quantize",
+    )
+    assert code == 0, err
+    float_model = onnx.load(str(out))
+    quantized = onnx.load(str(tmp_path / "mlp.quant.onnx"))
+    assert check_params(quantized, float_ranges(float_model), "int8") >= {"relu", "linear_1"}
+    assert all(modelprov.sources(quantized, node) for node in quantized.graph.node)
+    inputs = {value.name: value for value in quantized.graph.input}
+    props = {entry.key: entry.value for entry in inputs["input"].metadata_props}
+    assert float(props["custom.min"]) < 0 < float(props["custom.max"])
+    # The batches the command calibrated on (seeded): within their ranges the error is bounded.
+    from modelprov.annotation._random_batches import random_batches
+    from tests._factories import mlp
+
+    batches = tuple(tuple(b) for b in random_batches(3, mlp()[1], {}))
+    assert worst_error_in_steps(float_model, quantized, batches) <= MAX_ERROR_STEPS
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["mlp.onnx", "mlp.quant.onnx"]
+
+
+def test_cli_quantize_prints_ranges_and_scales(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    float_model, batches = calibrated_export("mlp")
+    source = tmp_path / "mlp.onnx"
+    onnx.save(float_model, str(source))
+    before = source.read_bytes()
+    code, _, err = _main(capsys, "quantize", str(source), "-o", str(tmp_path / "q.onnx"))
+    assert code == 2 and "no range for 1 tensor(s)" in err and ": input;" in err
+    assert not (tmp_path / "q.onnx").exists()
+    files = []
+    for index, batch in enumerate(batches[:2]):
+        files.append(str(tmp_path / f"batch{index}.npz"))
+        np.savez(files[-1], input=batch[0].numpy())
+    code, out, err = _main(
+        capsys,
+        "quantize",
+        str(source),
+        "-o",
+        str(tmp_path / "q.onnx"),
+        "--json",
+        "--calibrate-from",
+        *files,
+    )
+    assert code == 0, err
+    assert source.read_bytes() == before
+    table = {item["tensor"]: item for item in json.loads(out)["tensors"]}
+    quantized = onnx.load(str(tmp_path / "q.onnx"))
+    params = quantized_params(quantized)
+    ranges = float_ranges(float_model)
+    for name in ("relu", "linear_1"):
+        assert table[name]["range"] == list(ranges[name])
+        assert table[name]["scale"] == [float(params[name][0])]
+        assert table[name]["zero_point"] == [int(params[name][1])]
+    assert table["input"]["kind"] == "activation" and table["input"]["range"] is not None
+    assert sum(item["kind"] == "weight" for item in table.values()) == 4

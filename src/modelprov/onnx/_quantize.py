@@ -23,8 +23,8 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
-from collections.abc import Iterable, Iterator, Mapping
-from typing import Any, overload
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, TypeVar, overload
 
 import numpy as np
 import onnx
@@ -33,7 +33,7 @@ import onnx_ir as ir
 from modelprov._io import load_model_proto, save_model
 from modelprov.errors import MissingDependencyError, QuantizationError
 from modelprov.onnx._qdq_provenance import attribute_quantized
-from modelprov.onnx._quant_ranges import model_ranges
+from modelprov.onnx._quant_ranges import RANGE_MAX_KEY, RANGE_MIN_KEY, model_ranges
 from modelprov.policy import Policies
 
 __all__ = ["QUANT_TYPES", "quantize"]
@@ -44,6 +44,7 @@ QUANT_TYPES = ("int8", "uint8", "int16", "uint16")
 _FORMATS = ("qdq", "qoperator")
 
 ModelInput = onnx.ModelProto | ir.Model | str | os.PathLike[str]
+_T = TypeVar("_T")
 
 
 def _ort() -> Any:
@@ -289,7 +290,9 @@ def quantize(
         method = ort_options.pop("calibrate_method", quant.CalibrationMethod.MinMax)
         measured: dict[str, Any] = {}
         if missing:
-            measured = _calibrate_with_ort(
+            measured = _ort_call(
+                "calibration (calibration_batches)",
+                _calibrate_with_ort,
                 float_path,
                 os.path.join(folder, "augmented.onnx"),
                 op_types,
@@ -302,33 +305,31 @@ def quantize(
             measured[name] = quant.TensorData(
                 lowest=np.float32(known[name].minimum), highest=np.float32(known[name].maximum)
             )
+        used = _used_ranges(measured)
         cache = os.path.join(folder, "ranges.json")
         quant.save_tensors_data(quant.TensorsData(method, measured), cache)
-        try:
-            quant.quantize_static(
-                float_path,
-                quantized_path,
-                None,
-                quant_format=quant.QuantFormat.QDQ
-                if format == "qdq"
-                else quant.QuantFormat.QOperator,
-                per_channel=per_channel,
-                activation_type=activation,
-                weight_type=weight,
-                op_types_to_quantize=op_types,
-                calibrate_method=method,
-                calibration_cache_path=cache,
-                extra_options=extra_options,
-                **ort_options,
-            )
-        except QuantizationError:
-            raise
-        except (ValueError, TypeError, RuntimeError, KeyError, AssertionError) as error:
-            raise QuantizationError(
-                f"onnxruntime.quantization.quantize_static failed: {type(error).__name__}: {error}"
-            ) from error
+        _ort_call(
+            "quantize_static",
+            quant.quantize_static,
+            float_path,
+            quantized_path,
+            None,
+            quant_format=quant.QuantFormat.QDQ if format == "qdq" else quant.QuantFormat.QOperator,
+            per_channel=per_channel,
+            activation_type=activation,
+            weight_type=weight,
+            op_types_to_quantize=op_types,
+            calibrate_method=method,
+            calibration_cache_path=cache,
+            extra_options=extra_options,
+            **ort_options,
+        )
         quantized = ir.from_proto(load_model_proto(quantized_path, load_weights=True))
     report = attribute_quantized(float_model, quantized, policies=policies)
+    for value in quantized.graph.inputs:
+        if value.name in used and RANGE_MIN_KEY not in value.metadata_props:
+            value.metadata_props[RANGE_MIN_KEY] = repr(used[value.name][0])
+            value.metadata_props[RANGE_MAX_KEY] = repr(used[value.name][1])
     if report.unattributed:
         logger.warning(
             "quantize: %d node(s) without sources: %s",
@@ -338,6 +339,42 @@ def quantize(
     if isinstance(model, ir.Model):
         return quantized
     return ir.to_proto(quantized)
+
+
+def _used_ranges(measured: Mapping[str, Any]) -> dict[str, tuple[float, float]]:
+    """The range each tensor is quantized from, as Python floats."""
+    used: dict[str, tuple[float, float]] = {}
+    for name, data in measured.items():
+        try:
+            low, high = data.range_value
+        except AttributeError:
+            continue
+        used[name] = (float(np.asarray(low).reshape(-1)[0]), float(np.asarray(high).reshape(-1)[0]))
+    return used
+
+
+class _WithoutPreprocessAdvice(logging.Filter):
+    """Drops onnxruntime's advice to run quant_pre_process (logged on the root logger)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Please consider")
+
+
+def _ort_call(what: str, function: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+    """Runs an onnxruntime.quantization step; its failures become QuantizationError."""
+    advice = _WithoutPreprocessAdvice()
+    root = logging.getLogger()
+    root.addFilter(advice)
+    try:
+        return function(*args, **kwargs)
+    except QuantizationError:
+        raise
+    except Exception as error:  # onnxruntime raises plain and pybind11 exceptions alike
+        raise QuantizationError(
+            f"onnxruntime.quantization {what} failed: {type(error).__name__}: {error}"
+        ) from error
+    finally:
+        root.removeFilter(advice)
 
 
 def _feed_names(model: ir.Model) -> list[str]:
