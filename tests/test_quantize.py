@@ -411,3 +411,22 @@ def test_cli_quantize_prints_ranges_and_scales(
         assert table[name]["zero_point"] == [int(params[name][1])]
     assert table["input"]["kind"] == "activation" and table["input"]["range"] is not None
     assert sum(item["kind"] == "weight" for item in table.values()) == 4
+
+
+def test_report_shows_range_scale_and_zero_point_on_qdq_nodes() -> None:
+    from modelprov.report._data import report_data
+
+    float_model, batches = calibrated_export("mlp")
+    quantized = modelprov.quantize(float_model, ranges={"input": input_range(batches)})
+    params = quantized_params(quantized)
+    nodes = report_data(ir.from_proto(quantized))["nodes"]
+    shown = {
+        entry["keys"]["quantizes"].split(" ")[0]: entry["keys"]
+        for entry in nodes
+        if entry["op"] == "QuantizeLinear"
+    }
+    low, high = float_ranges(float_model)["relu"]
+    assert shown["relu"]["range"] == f"[{low:.6g}, {high:.6g}]"
+    assert shown["relu"]["scale"] == f"{float(params['relu'][0]):.6g}"
+    assert shown["relu"]["zero point"] == str(int(params["relu"][1]))
+    assert all("scale" in e["keys"] for e in nodes if e["op"] == "DequantizeLinear")

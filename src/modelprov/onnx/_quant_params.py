@@ -17,11 +17,17 @@ from modelprov._correspond import all_nodes
 from modelprov.onnx._qdq_provenance import is_qdq
 from modelprov.onnx._quant_ranges import RANGE_MAX_KEY, RANGE_MIN_KEY
 
-__all__ = ["QuantizedTensor", "quantized_tensors", "table_json", "table_text"]
+__all__ = [
+    "QuantizedTensor",
+    "quantization_keys",
+    "quantized_tensors",
+    "table_json",
+    "table_text",
+]
 
 
 @dataclasses.dataclass(frozen=True)
-class QuantizedTensor:
+class QuantizedTensor:  # one row of `modelprov quantize`'s table
     """One quantized tensor: an activation (QuantizeLinear) or a weight (DequantizeLinear)."""
 
     tensor: str
@@ -68,7 +74,29 @@ def _float_tensor(node: ir.Node) -> ir.Value | None:
 
 def quantized_tensors(model: ir.Model) -> list[QuantizedTensor]:
     """Every quantized tensor of the model, in graph order."""
-    result: list[QuantizedTensor] = []
+    return [item for _, item in _quantizing_nodes(model)]
+
+
+def quantization_keys(model: ir.Model) -> dict[ir.Node, dict[str, str]]:
+    """For each Q/DQ node, its tensor, range, scale and zero point as display text."""
+    keys: dict[ir.Node, dict[str, str]] = {}
+    for node, item in _quantizing_nodes(model):
+        shown = {
+            "quantizes": f"{item.tensor} ({item.kind}, {item.dtype})",
+            "scale": _numbers(item.scale),
+            "zero point": _numbers(item.zero_point),
+        }
+        if item.range is not None:
+            shown["range"] = f"[{item.range[0]:.6g}, {item.range[1]:.6g}]"
+        keys[node] = shown
+        for use in node.outputs[0].uses():
+            if is_qdq(use.node):
+                keys.setdefault(use.node, shown)
+    return keys
+
+
+def _quantizing_nodes(model: ir.Model) -> list[tuple[ir.Node, QuantizedTensor]]:
+    result: list[tuple[ir.Node, QuantizedTensor]] = []
     graph_outputs = {value.name: value for value in model.graph.outputs}
     for node in all_nodes(model.graph):
         if not is_qdq(node) or len(node.inputs) < 2:
@@ -99,13 +127,18 @@ def quantized_tensors(model: ir.Model) -> list[QuantizedTensor]:
         if kind == "weight" and source.dtype is not None:
             dtype = source.dtype.name.lower()
         result.append(
-            QuantizedTensor(
-                tensor=name,
-                kind=kind,
-                dtype=dtype,
-                scale=tuple(float(item) for item in scale.reshape(-1)),
-                zero_point=tuple(int(item) for item in np.reshape(0 if zero is None else zero, -1)),
-                range=ranged,
+            (
+                node,
+                QuantizedTensor(
+                    tensor=name,
+                    kind=kind,
+                    dtype=dtype,
+                    scale=tuple(float(item) for item in scale.reshape(-1)),
+                    zero_point=tuple(
+                        int(item) for item in np.reshape(0 if zero is None else zero, -1)
+                    ),
+                    range=ranged,
+                ),
             )
         )
     return result
