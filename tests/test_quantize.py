@@ -430,3 +430,31 @@ def test_report_shows_range_scale_and_zero_point_on_qdq_nodes() -> None:
     assert shown["relu"]["scale"] == f"{float(params['relu'][0]):.6g}"
     assert shown["relu"]["zero point"] == str(int(params["relu"][1]))
     assert all("scale" in e["keys"] for e in nodes if e["op"] == "DequantizeLinear")
+
+
+def test_a_model_without_provenance_is_quantized_from_its_value_ranges() -> None:
+    """Ranges on value infos are enough: no export, no sources needed (none are invented)."""
+    text = """
+    <ir_version: 10, opset_import: ["" : 18]>
+    g (float[2, 4] x) => (float[2, 3] y)
+      <float[4, 3] w = {0.5, -1, 2, 0.25, 1, -0.5, 0.1, 0.2, -2, 1.5, -0.75, 0.3}> {
+      h = MatMul(x, w)
+      y = Relu(h)
+    }
+    """
+    model = ir.from_proto(onnx.parser.parse_model(text))
+    for value, (low, high) in zip(
+        [model.graph.inputs[0], model.graph.outputs[0]], [(-3.0, 3.0), (0.0, 7.5)], strict=True
+    ):
+        value.metadata_props.update({"custom.min": repr(low), "custom.max": repr(high)})
+    before = ir.to_proto(model).SerializeToString()
+    with pytest.raises(QuantizationError, match=r"tensor\(s\) onnxruntime quantizes: h;"):
+        modelprov.quantize(model)
+    quantized = modelprov.quantize(model, ranges={"h": (-7.5, 7.5)})
+    assert ir.to_proto(model).SerializeToString() == before
+    proto = ir.to_proto(quantized)
+    checked = check_params(proto, {"x": (-3.0, 3.0), "y": (0.0, 7.5)}, "int8")
+    assert checked == {"x", "y"}
+    batch = (torch.rand(2, 4) * 6 - 3,)
+    float_out, quantized_out = run(ir.to_proto(model), batch), run(proto, batch)
+    assert np.abs(float_out - quantized_out).max() <= MAX_ERROR_STEPS * output_scale(proto)

@@ -15,6 +15,11 @@ effect (QOperator CNN here: 98 output steps off). Calibration data goes through
 onnxruntime's own range adjustments; overrides a caller passes in ``extra_options`` still
 apply on top.
 
+Names: ranges are keyed by ONNX tensor (value) names, as onnxruntime's calibration data and
+``TensorQuantOverrides`` are; module paths are expanded to their output tensors first.
+onnxruntime's ``quant_pre_process`` is not run: its optimizer drops node metadata and renames
+the tensors the ranges are keyed on (run ``modelprov.optimize`` before instead).
+
 The quantizer's output then gets provenance on every node (see ``_qdq_provenance``).
 """
 
