@@ -532,3 +532,41 @@ def test_a_model_without_provenance_is_quantized_from_its_value_ranges() -> None
     batch = (torch.rand(2, 4) * 6 - 3,)
     float_out, quantized_out = run(ir.to_proto(model), batch), run(proto, batch)
     assert np.abs(float_out - quantized_out).max() <= MAX_ERROR_STEPS * 7.5 / 255
+
+
+def _without_metadata(model: onnx.ModelProto) -> onnx.ModelProto:
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    del copy.metadata_props[:]
+    for node in copy.graph.node:
+        del node.metadata_props[:]
+    for info in [*copy.graph.input, *copy.graph.output, *copy.graph.value_info]:
+        del info.metadata_props[:]
+    return copy
+
+
+def test_only_metadata_differs_from_onnxruntime_alone(tmp_path: Path) -> None:
+    """Without PyTorch ranges, the graph is exactly what quantize_static writes by itself."""
+    from onnxruntime import quantization
+
+    float_model, batches = calibrated_export("cnn")
+    bare = _without_metadata(float_model)
+    input_name = bare.graph.input[0].name
+    onnx.save(bare, str(tmp_path / "cnn.onnx"))
+
+    class Reader(quantization.CalibrationDataReader):  # type: ignore[misc]
+        def __init__(self) -> None:
+            self.feeds = iter([{input_name: batch[0].numpy()} for batch in batches])
+
+        def get_next(self) -> dict[str, np.ndarray] | None:
+            return next(self.feeds, None)
+
+    quantization.quantize_static(str(tmp_path / "cnn.onnx"), str(tmp_path / "ort.onnx"), Reader())
+    theirs = onnx.load(str(tmp_path / "ort.onnx"))
+    ours = modelprov.quantize(bare, calibration_batches=batches)
+    assert _without_metadata(ours).graph.node == _without_metadata(theirs).graph.node
+    assert sorted(ours.graph.initializer, key=lambda t: t.name) == sorted(
+        theirs.graph.initializer, key=lambda t: t.name
+    )
+    for batch in batches[:2]:
+        assert np.array_equal(run(ours, batch), run(theirs, batch))
