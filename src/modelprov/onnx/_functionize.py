@@ -28,14 +28,21 @@ from typing import Literal, overload
 import onnx
 import onnx_ir as ir
 
-from modelprov._sources import CLASS_HIERARCHY_KEY, NAME_SCOPES_KEY, _literal_list
+from modelprov._sources import _literal_list
+from modelprov.keys import (
+    ATEN_DOMAIN,
+    ATEN_SCHEMA_KEY,
+    ATEN_TARGET_KEY,
+    CLASS_HIERARCHY_KEY,
+    MODULE_CLASS_KEY,
+    MODULE_DOMAIN,
+    NAME_SCOPES_KEY,
+)
 from modelprov.onnx._aten_call import AtenCall, call_of, function_name, onnx_attribute, schema_of
 from modelprov.onnx._call_provenance import call_metadata, rewrite_table
 from modelprov.onnx._convert import to_ir_copy, to_kind
 from modelprov.onnx._provenance import Provenance
 from modelprov.onnx._wrap import (
-    ATEN_DOMAIN,
-    MODULE_DOMAIN,
     Region,
     Wrapper,
     constant_node,
@@ -54,9 +61,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-ATEN_TARGET_KEY = "pkg.modelprov.aten_target"
-ATEN_SCHEMA_KEY = "pkg.modelprov.aten_schema"
-MODULE_CLASS_KEY = "pkg.modelprov.module_class"
 MAX_COPIED_CONSTANT_BYTES = 1 << 16
 _IDENTIFIER = re.compile(r"\W")
 

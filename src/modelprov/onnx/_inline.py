@@ -17,17 +17,17 @@ from typing import Any, overload
 import onnx
 import onnx_ir as ir
 
-from modelprov.onnx._call_provenance import rewrite_table
-from modelprov.onnx._convert import to_ir_copy, to_kind
-from modelprov.onnx._provenance import Provenance
-from modelprov.onnx._wrap import (
+from modelprov.keys import (
     ATEN_DOMAIN,
     CONSTANT_OF_KEY,
     INLINE_KEY,
-    INLINE_VERSION,
+    INLINE_OUTPUTS_META,
     MODULE_DOMAIN,
-    type_from_json,
 )
+from modelprov.onnx._call_provenance import rewrite_table
+from modelprov.onnx._convert import to_ir_copy, to_kind
+from modelprov.onnx._provenance import Provenance
+from modelprov.onnx._wrap import INLINE_VERSION, type_from_json
 
 __all__ = ["InlinePass", "inline"]
 
@@ -90,7 +90,7 @@ def _unique(name: str, names: set[str]) -> str:
 
 
 def _function_outputs(call: ir.Node, new_nodes: list[ir.Node]) -> list[ir.Value]:
-    mapping: dict[str, ir.Value] = call.meta["modelprov.outputs"]
+    mapping: dict[str, ir.Value] = call.meta[INLINE_OUTPUTS_META]
     return [mapping[str(index)] for index in range(len(call.outputs))]
 
 
@@ -166,7 +166,7 @@ def _expand(
         if constant_of is not None:
             placeholders.append((copy, constant_of))
         new_nodes.append(copy)
-    call.meta["modelprov.outputs"] = outputs
+    call.meta[INLINE_OUTPUTS_META] = outputs
     return new_nodes
 
 
