@@ -25,7 +25,7 @@ from modelprov.keys import (
     MODULE_DOMAIN,
 )
 from modelprov.onnx._call_provenance import rewrite_table
-from modelprov.onnx._convert import to_ir_copy, to_kind
+from modelprov.onnx._convert import run_on_copy
 from modelprov.onnx._provenance import Provenance
 from modelprov.onnx._wrap import INLINE_VERSION, type_from_json
 
@@ -70,10 +70,10 @@ class InlinePass(ir.passes.InPlacePass):
             expanded += 1
             pending = [node for node in new_nodes if _is_ours(node, functions)] + pending
         _resolve_constants(graph, placeholders)
-        _drop_unused_functions(model)
+        dropped = _drop_unused_functions(model)
         if expanded:
             rewrite_table(model, provenance.table)
-        return ir.passes.PassResult(model, modified=expanded > 0)
+        return ir.passes.PassResult(model, modified=expanded > 0 or dropped)
 
 
 def _is_ours(node: ir.Node, functions: Mapping[ir.OperatorIdentifier, ir.Function]) -> bool:
@@ -194,7 +194,9 @@ def _resolve_constants(graph: ir.Graph, placeholders: list[tuple[ir.Node, str]])
         graph.remove(node, safe=True)
 
 
-def _drop_unused_functions(model: ir.Model) -> None:
+def _drop_unused_functions(model: ir.Model) -> bool:
+    """Removes functionize's functions and domains nothing uses; True when it removed any."""
+    dropped = False
     while True:
         used: set[ir.OperatorIdentifier] = set()
         for node in ir.traversal.RecursiveGraphIterator(model.graph):
@@ -207,11 +209,14 @@ def _drop_unused_functions(model: ir.Model) -> None:
             break
         for key in unused:
             del model.functions[key]
+            dropped = True
     domains = {key[0] for key in model.functions}
     domains.update(node.domain for node in ir.traversal.RecursiveGraphIterator(model.graph))
     for domain in _DOMAINS:
-        if domain not in domains:
-            model.opset_imports.pop(domain, None)
+        if domain not in domains and domain in model.opset_imports:
+            del model.opset_imports[domain]
+            dropped = True
+    return dropped
 
 
 @overload
@@ -228,6 +233,5 @@ def inline(model: onnx.ModelProto | ir.Model) -> onnx.ModelProto | ir.Model:
         The inlined model, of the same kind; for ``inline(functionize(m))`` node for node
         ``m`` (ops, attributes, topology, names, metadata).
     """
-    working = to_ir_copy(model)
-    InlinePass()(working)
-    return to_kind(working, model)
+    inlined, _ = run_on_copy(InlinePass(), model)
+    return inlined
