@@ -70,13 +70,13 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
         model = ir.from_proto(proto)
     optimize_pass = OptimizeProvenancePass(per_pass=bool(args.report or args.json))
     with _status("optimizing"):
-        optimize_pass(model)
+        result = optimize_pass(model)
     with _status(f"writing {output}"):
         save_model(model, output)
     if args.report or args.json:
         from modelprov.audit import optimize_report
 
-        report = optimize_report(ir.from_proto(proto), model, optimize_pass.steps)
+        report = optimize_report(ir.from_proto(proto), model, result.steps)
         print(report.to_json_text() if args.json else report.to_text())
     return EXIT_OK
 

@@ -14,8 +14,8 @@ import numpy as np
 import onnx_ir as ir
 
 from modelprov._correspond import all_nodes
+from modelprov.keys import QUANTIZED_TENSORS_FORMAT, RANGE_MAX_KEY, RANGE_MIN_KEY
 from modelprov.onnx._qdq_provenance import is_qdq
-from modelprov.onnx._quant_ranges import RANGE_MAX_KEY, RANGE_MIN_KEY
 
 __all__ = [
     "QuantizedTensor",
@@ -175,7 +175,7 @@ def table_text(tensors: list[QuantizedTensor]) -> str:
 def table_json(tensors: list[QuantizedTensor]) -> str:
     """The same as JSON (``modelprov.quantized_tensors`` version 1)."""
     document = {
-        "format": "modelprov.quantized_tensors",
+        "format": QUANTIZED_TENSORS_FORMAT,
         "version": 1,
         "tensors": [dataclasses.asdict(item) for item in tensors],
     }

@@ -26,6 +26,7 @@ import onnx_ir as ir
 
 from modelprov._correspond import all_nodes
 from modelprov.errors import QuantizationError
+from modelprov.keys import RANGE_MAX_KEY, RANGE_MIN_KEY
 from modelprov.onnx._annotations import module_path_of
 
 __all__ = [
@@ -39,8 +40,6 @@ __all__ = [
     "resolve_ranges",
 ]
 
-RANGE_MIN_KEY = "custom.min"
-RANGE_MAX_KEY = "custom.max"
 
 RangeSpec = tuple[float, float] | list[float] | Mapping[str, object]
 """``(min, max)``, or a mapping with ``min``/``max`` (or ``custom.min``/``custom.max``)."""

@@ -12,8 +12,9 @@ from typing import Any
 import onnx_ir as ir
 
 from modelprov._correspond import all_nodes
-from modelprov._sources import NAMESPACE_KEY, RESERVED_PREFIX, Source
+from modelprov._sources import Source
 from modelprov.audit._diff import DiffReport, Recall, diff
+from modelprov.keys import NAMESPACE_KEY, REPORT_FORMAT, RESERVED_PREFIX, TORCH_PREFIX
 from modelprov.onnx._lookup import node_sources
 from modelprov.onnx._quant_params import quantization_keys
 from modelprov.report._layout import layout_group
@@ -27,7 +28,6 @@ from modelprov.report._states import (
 
 __all__ = ["REPORT_FORMAT", "REPORT_VERSION", "metadata_bytes", "report_data"]
 
-REPORT_FORMAT = "modelprov.report"
 REPORT_VERSION = 1
 
 _OPEN_ALL_UP_TO = 400
@@ -39,7 +39,7 @@ def _user_keys(metadata: Mapping[str, str]) -> dict[str, str]:
     return {
         key: value
         for key, value in metadata.items()
-        if not key.startswith(("pkg.torch.", RESERVED_PREFIX)) and key != NAMESPACE_KEY
+        if not key.startswith((TORCH_PREFIX, RESERVED_PREFIX)) and key != NAMESPACE_KEY
     }
 
 
