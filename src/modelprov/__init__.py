@@ -24,7 +24,7 @@ from modelprov._stack_trace import TraceOptions
 from modelprov.audit import AuditReport, DiffReport, Recall, audit, diff
 from modelprov.onnx._inline import InlinePass, inline
 from modelprov.onnx._lookup import sources
-from modelprov.onnx._recover import recover
+from modelprov.onnx._recover import RecoveryReport, recover, recover_with_report
 from modelprov.onnx._structural_hash import structural_hash
 from modelprov.policy import DEFAULT_POLICIES, MergeContext, Policies
 from modelprov.report import overlay, report, write_overlay, write_report
@@ -78,6 +78,7 @@ __all__ = [
     "OptimizeProvenancePass",
     "Policies",
     "Recall",
+    "RecoveryReport",
     "Source",
     "StableHLOProgram",
     "StepRecord",
@@ -98,6 +99,7 @@ __all__ = [
     "overlay",
     "policy",
     "recover",
+    "recover_with_report",
     "report",
     "sources",
     "structural_hash",

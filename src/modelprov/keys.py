@@ -35,6 +35,7 @@ __all__ = [
     "ONNXSCRIPT_RULE_NAME_KEY",
     "OPTIMIZE_REPORT_FORMAT",
     "OUTPUT_OF_KEY",
+    "RECOVER_REPORT_FORMAT",
     "REPORT_FORMAT",
     "RESERVED_PREFIX",
     "STABLEHLO_MODULE_KEY",
@@ -122,4 +123,5 @@ HISTOGRAM_FORMAT: Final = "modelprov.histogram"
 AUDIT_FORMAT: Final = "modelprov.audit"
 DIFF_FORMAT: Final = "modelprov.diff"
 OPTIMIZE_REPORT_FORMAT: Final = "modelprov.optimize-report"
+RECOVER_REPORT_FORMAT: Final = "modelprov.recover-report"
 REPORT_FORMAT: Final = "modelprov.report"
