@@ -33,8 +33,13 @@ if TYPE_CHECKING:
     from modelprov.annotation import annotate, annotations, calibrate
     from modelprov.onnx._export import export
     from modelprov.onnx._find_calls import find_calls
-    from modelprov.onnx._functionize import FunctionizePass, functionize
-    from modelprov.onnx._optimize import OptimizeProvenancePass, StepRecord, optimize
+    from modelprov.onnx._functionize import FunctionizePass, FunctionizeResult, functionize
+    from modelprov.onnx._optimize import (
+        OptimizeProvenancePass,
+        OptimizeResult,
+        StepRecord,
+        optimize,
+    )
     from modelprov.onnx._tools import optimize_with
     from modelprov.stablehlo import StableHLOProgram, export_stablehlo
 
@@ -45,8 +50,10 @@ _LAZY = {
     "export": "modelprov.onnx._export",
     "find_calls": "modelprov.onnx._find_calls",
     "FunctionizePass": "modelprov.onnx._functionize",
+    "FunctionizeResult": "modelprov.onnx._functionize",
     "functionize": "modelprov.onnx._functionize",
     "OptimizeProvenancePass": "modelprov.onnx._optimize",
+    "OptimizeResult": "modelprov.onnx._optimize",
     "StepRecord": "modelprov.onnx._optimize",
     "optimize": "modelprov.onnx._optimize",
     "optimize_with": "modelprov.onnx._tools",
@@ -73,9 +80,11 @@ __all__ = [
     "AuditReport",
     "DiffReport",
     "FunctionizePass",
+    "FunctionizeResult",
     "InlinePass",
     "MergeContext",
     "OptimizeProvenancePass",
+    "OptimizeResult",
     "Policies",
     "Recall",
     "RecoveryReport",
