@@ -40,6 +40,7 @@ if TYPE_CHECKING:
         StepRecord,
         optimize,
     )
+    from modelprov.onnx._quantize import quantize
     from modelprov.onnx._tools import optimize_with
     from modelprov.stablehlo import StableHLOProgram, export_stablehlo
 
@@ -58,6 +59,7 @@ _LAZY = {
     "optimize": "modelprov.onnx._optimize",
     "optimize_with": "modelprov.onnx._tools",
     "StableHLOProgram": "modelprov.stablehlo",
+    "quantize": "modelprov.onnx._quantize",
     "export_stablehlo": "modelprov.stablehlo",
 }
 
@@ -107,6 +109,7 @@ __all__ = [
     "optimize_with",
     "overlay",
     "policy",
+    "quantize",
     "recover",
     "recover_with_report",
     "report",

@@ -35,6 +35,9 @@ __all__ = [
     "ONNXSCRIPT_RULE_NAME_KEY",
     "OPTIMIZE_REPORT_FORMAT",
     "OUTPUT_OF_KEY",
+    "QUANTIZED_TENSORS_FORMAT",
+    "RANGE_MAX_KEY",
+    "RANGE_MIN_KEY",
     "RECOVER_REPORT_FORMAT",
     "REPORT_FORMAT",
     "RESERVED_PREFIX",
@@ -98,9 +101,13 @@ MODULE_DOMAIN: Final = "pkg.torch.module"
 # User annotations and calibration statistics.
 CALIBRATION_PREFIX: Final = "custom."
 """The default prefix of the keys modelprov.calibrate writes."""
+RANGE_MIN_KEY: Final = "custom.min"
+"""The value-scoped lower bound of a tensor (modelprov.calibrate, read by modelprov.quantize)."""
+RANGE_MAX_KEY: Final = "custom.max"
+"""The value-scoped upper bound of a tensor."""
 CALIBRATION_KEY_PATTERNS: Final = (
-    "custom.min",
-    "custom.max",
+    RANGE_MIN_KEY,
+    RANGE_MAX_KEY,
     "custom.mean",
     "custom.std",
     "custom.histogram",
@@ -108,6 +115,9 @@ CALIBRATION_KEY_PATTERNS: Final = (
     "custom.output[0-9]*",
 )
 """Keys (and globs) of the value-scoped statistics modelprov.calibrate writes."""
+
+QUANTIZED_TENSORS_FORMAT: Final = "modelprov.quantized_tensors"
+"""Format name of `modelprov quantize --json`."""
 
 # StableHLO op attributes (modelprov.export_stablehlo).
 STABLEHLO_NODE_KEY: Final = "modelprov.node"

@@ -86,16 +86,14 @@ class Provenance:
     def _read_value_sources(self, model: ir.Model) -> dict[ir.Value, frozenset[int]]:
         derived = self.derived_value_sources(model)
         result: dict[ir.Value, frozenset[int]] = {}
-        for node in all_nodes(model.graph):
-            for value in node.outputs:
-                explicit = value.metadata_props.get(OUTPUT_OF_KEY)
-                if explicit is not None:  # also on outputs of nodes with several sources
-                    ids = parse_ids(explicit, where=f"value {value.name!r}")
-                    result[value] = frozenset(
-                        self.table.index_of(i) for i in ids if i in self.table
-                    )
-                elif value in derived:
-                    result[value] = derived[value]
+        # Every node output: an explicit output_of also counts on a node with several sources.
+        for value in (value for node in all_nodes(model.graph) for value in node.outputs):
+            explicit = value.metadata_props.get(OUTPUT_OF_KEY)
+            if explicit is not None:
+                ids = parse_ids(explicit, where=f"value {value.name!r}")
+                result[value] = frozenset(self.table.index_of(i) for i in ids if i in self.table)
+            elif value in derived:
+                result[value] = derived[value]
         return result
 
     def derived_value_sources(self, model: ir.Model) -> dict[ir.Value, frozenset[int]]:

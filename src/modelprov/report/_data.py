@@ -16,6 +16,7 @@ from modelprov.audit._audit import metadata_bytes
 from modelprov.audit._diff import DiffReport, Recall, diff
 from modelprov.keys import NAMESPACE_KEY, REPORT_FORMAT, RESERVED_PREFIX, TORCH_PREFIX
 from modelprov.onnx._lookup import node_sources
+from modelprov.onnx._quant_params import quantization_keys
 from modelprov.report._layout import layout_group
 from modelprov.report._states import (
     CONFIDENCE_KEY,
@@ -114,6 +115,7 @@ def report_data(
     nodes: list[dict[str, Any]] = []
     node_group: list[str | None] = []
     state_counts = dict.fromkeys(STATES, 0)
+    quantization = quantization_keys(model)
     for i, (node, found) in enumerate(pairs):
         ids = []
         for source in known_sources(found):
@@ -137,7 +139,7 @@ def report_data(
             "domain": node.domain,
             "state": state,
             "src": ids,
-            "keys": _user_keys(node.metadata_props),
+            "keys": _user_keys(node.metadata_props) | quantization.get(node, {}),
         }
         confidence = node.metadata_props.get(CONFIDENCE_KEY)
         if confidence is not None:
