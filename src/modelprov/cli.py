@@ -14,7 +14,7 @@ import logging
 import os
 import sys
 import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from modelprov._io import (
@@ -50,10 +50,6 @@ def _status(message: str) -> Iterator[None]:
 
     with Console(stderr=True).status(message):
         yield
-
-
-def _print_json(document: Mapping[str, Any]) -> None:
-    print(json.dumps(document, indent=2, ensure_ascii=False))
 
 
 # --- graph commands -------------------------------------------------------------------------

@@ -38,6 +38,7 @@ __all__ = [
     "QUANTIZED_TENSORS_FORMAT",
     "RANGE_MAX_KEY",
     "RANGE_MIN_KEY",
+    "RECOVER_REPORT_FORMAT",
     "REPORT_FORMAT",
     "RESERVED_PREFIX",
     "STABLEHLO_MODULE_KEY",
@@ -132,4 +133,5 @@ HISTOGRAM_FORMAT: Final = "modelprov.histogram"
 AUDIT_FORMAT: Final = "modelprov.audit"
 DIFF_FORMAT: Final = "modelprov.diff"
 OPTIMIZE_REPORT_FORMAT: Final = "modelprov.optimize-report"
+RECOVER_REPORT_FORMAT: Final = "modelprov.recover-report"
 REPORT_FORMAT: Final = "modelprov.report"

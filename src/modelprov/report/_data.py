@@ -11,8 +11,8 @@ from typing import Any
 
 import onnx_ir as ir
 
-from modelprov._correspond import all_nodes
 from modelprov._sources import Source
+from modelprov.audit._audit import metadata_bytes
 from modelprov.audit._diff import DiffReport, Recall, diff
 from modelprov.keys import NAMESPACE_KEY, REPORT_FORMAT, RESERVED_PREFIX, TORCH_PREFIX
 from modelprov.onnx._lookup import node_sources
@@ -40,33 +40,6 @@ def _user_keys(metadata: Mapping[str, str]) -> dict[str, str]:
         key: value
         for key, value in metadata.items()
         if not key.startswith((TORCH_PREFIX, RESERVED_PREFIX)) and key != NAMESPACE_KEY
-    }
-
-
-def _size(metadata: Mapping[str, str]) -> int:
-    return sum(
-        len(k.encode("utf-8", "replace")) + len(v.encode("utf-8", "replace"))
-        for k, v in metadata.items()
-    )
-
-
-def metadata_bytes(model: ir.Model) -> dict[str, int]:
-    """UTF-8 bytes of metadata on nodes, values and the model (sources table included)."""
-    nodes = all_nodes(model.graph)
-    values: dict[int, ir.Value] = {}
-    for value in (*model.graph.inputs, *model.graph.outputs, *model.graph.initializers.values()):
-        values[id(value)] = value
-    for node in nodes:
-        for value in node.outputs:
-            values[id(value)] = value
-    node_bytes = sum(_size(node.metadata_props) for node in nodes)
-    value_bytes = sum(_size(value.metadata_props) for value in values.values())
-    model_bytes = _size(model.metadata_props) + _size(model.graph.metadata_props)
-    return {
-        "nodes": node_bytes,
-        "values": value_bytes,
-        "model": model_bytes,
-        "total": node_bytes + value_bytes + model_bytes,
     }
 
 

@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 from modelprov import _stack_trace
+from modelprov._torch_compat import is_op_overload
 from modelprov.stablehlo._records import FxNodeInfo
 
 __all__ = ["fx_node_infos"]
@@ -83,7 +84,7 @@ def fx_node_infos(
             source_nodes=tuple(_source_nodes(node, id(original), original_names)),
             module=module,
             module_type=module_type,
-            target=str(target) if isinstance(target, torch._ops.OpOverload) else _name(target),
+            target=str(target) if is_op_overload(target) else _name(target),
             file=frame.file if frame else None,
             line=frame.line if frame else None,
             stack_trace=trace,
