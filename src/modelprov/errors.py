@@ -8,12 +8,14 @@ from __future__ import annotations
 __all__ = [
     "AnnotationError",
     "CorrespondenceError",
+    "ExportError",
     "InvalidModelError",
     "MetadataError",
     "MissingDependencyError",
     "ModelprovError",
     "PolicyError",
     "StableHLOError",
+    "VerificationError",
 ]
 
 
@@ -47,3 +49,11 @@ class StableHLOError(ModelprovError):
 
 class MissingDependencyError(ModelprovError, ImportError):
     """An optional dependency is not installed; the message says which extra to install."""
+
+
+class ExportError(ModelprovError, ValueError):
+    """A torch.onnx.export keyword modelprov.export cannot honour (the message says why)."""
+
+
+class VerificationError(ModelprovError):
+    """export(verify=True): the saved, optimized model does not compute what torch does."""
