@@ -210,6 +210,31 @@ def _read_annotations(path: str) -> dict[str, dict[str, Any]]:
     return document
 
 
+def _calibration_batches(
+    args: argparse.Namespace, example: tuple[Any, ...], kwargs: Mapping[str, Any]
+) -> list[Any]:
+    """``--batches FACTORY``'s batches (at most ``--calibrate N`` of them), else N random
+    batches like the example inputs (tensors random, other arguments kept as constants)."""
+    if args.batches:
+        made = _load_factory(args.batches)()
+        if isinstance(made, str | bytes) or not hasattr(made, "__iter__"):
+            raise UsageError(
+                f"{args.batches} returned {type(made).__name__}; it must return an iterable "
+                "of batches (tensors, tuples, dicts)"
+            )
+        batches = []
+        for batch in made:
+            if args.calibrate and len(batches) >= args.calibrate:
+                break
+            batches.append(batch)
+        if not batches:
+            raise UsageError(f"{args.batches} returned no batches")
+        return batches
+    from modelprov.annotation._random_batches import random_batches
+
+    return list(random_batches(args.calibrate, example, kwargs))
+
+
 def _cmd_export(args: argparse.Namespace) -> int:
     import modelprov
 
@@ -223,11 +248,9 @@ def _cmd_export(args: argparse.Namespace) -> int:
     annotations: dict[str, dict[str, Any]] = {}
     with _status(f"building {args.factory}"):
         model, example, kwargs = _model_and_inputs(args.factory)
-    if args.calibrate:
-        with _status(f"calibrating on {args.calibrate} random batches"):
-            from modelprov.annotation._random_batches import random_batches
-
-            batches = random_batches(args.calibrate, example, kwargs)
+    if args.calibrate or args.batches:
+        batches = _calibration_batches(args, example, kwargs)
+        with _status(f"calibrating on {len(batches)} batches"):
             annotations = modelprov.calibrate(model, batches)
     if args.annotations:
         for path, keys in _read_annotations(args.annotations).items():
@@ -326,7 +349,14 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         metavar="N",
         help="run N random batches shaped like the example inputs through modelprov.calibrate "
-        "and attach the per-module output ranges (custom.min, custom.max)",
+        "and attach the per-module output ranges (custom.min, custom.max); tensors get random "
+        "values of their shape and dtype, other arguments (use_cache=False) stay as given",
+    )
+    export.add_argument(
+        "--batches",
+        metavar="MODULE:FACTORY",
+        help="calibrate on the batches this callable returns (an iterable of tensors, tuples "
+        "or dicts) instead of random ones; --calibrate N then caps their number",
     )
     export.add_argument(
         "--annotations",
