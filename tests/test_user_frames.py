@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+import sysconfig
 import textwrap
 from pathlib import Path
 from types import ModuleType
@@ -138,6 +139,12 @@ def test_fallback_when_no_frame_is_the_users() -> None:
     )
     frame = _stack_trace.user_frame(trace)
     assert frame is not None and frame.file.endswith("modeling_bert.py")
+    # the same with this interpreter's own site-packages (inside a virtualenv's lib folder)
+    installed = sysconfig.get_paths()["purelib"] + "/transformers/models/gpt2/modeling_gpt2.py"
+    frame = _stack_trace.user_frame(
+        trace.replace(f"{site}/transformers/models/bert/modeling_bert.py", installed)
+    )
+    assert frame is not None and frame.file == installed
 
 
 def test_display_paths_are_short() -> None:

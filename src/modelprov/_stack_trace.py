@@ -129,15 +129,22 @@ def _package_folder(name: str) -> str | None:
 
 @functools.cache
 def _library_folders() -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
-    """Absolute folders of (torch and the standard library; modelprov; site-packages)."""
+    """Absolute folders of (torch; the standard library; site-packages)."""
     paths = sysconfig.get_paths()
-    core = [_package_folder("torch"), paths.get("stdlib"), paths.get("platstdlib")]
+    stdlib = [paths.get("stdlib"), paths.get("platstdlib")]
     site = [paths.get("purelib"), paths.get("platlib")]
 
     def absolute(folders: Iterable[str | None]) -> tuple[str, ...]:
         return tuple(sorted({os.path.abspath(p) for p in folders if p}))
 
-    return absolute(core), absolute([_package_folder("modelprov")]), absolute(site)
+    return absolute([_package_folder("torch")]), absolute(stdlib), absolute(site)
+
+
+@functools.cache
+def _own_folder() -> tuple[str, ...]:
+    """modelprov's own folder."""
+    folder = _package_folder("modelprov")
+    return (folder,) if folder else ()
 
 
 def _under(path: str, folders: Iterable[str]) -> bool:
@@ -153,16 +160,22 @@ def _is_core_library(path: str) -> bool:
     """torch, the standard library and ``<frozen ...>``-style pseudo files."""
     if path.startswith("<"):
         return True
-    core, _, _ = _library_folders()
-    return _under(os.path.abspath(path), core) if os.path.isabs(path) else False
+    if not os.path.isabs(path):
+        return False
+    absolute = os.path.abspath(path)
+    torch_folder, stdlib, site = _library_folders()
+    if _under(absolute, torch_folder):
+        return True
+    # A virtualenv's stdlib folder holds its site-packages: those are no standard library.
+    return _under(absolute, stdlib) and not (_SITE_PACKAGES.search(path) or _under(absolute, site))
 
 
 def _is_library(path: str) -> bool:
     """Core libraries, modelprov and anything installed (site-packages, dist-packages)."""
     if _is_core_library(path) or _SITE_PACKAGES.search(path):
         return True
-    _, own, site = _library_folders()
-    return os.path.isabs(path) and _under(os.path.abspath(path), own + site)
+    _, _, site = _library_folders()
+    return os.path.isabs(path) and _under(os.path.abspath(path), _own_folder() + site)
 
 
 def _user_predicate(user_code: UserCode | None) -> Callable[[str], bool]:
