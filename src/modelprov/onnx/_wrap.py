@@ -23,9 +23,11 @@ from modelprov.onnx._structural_hash import node_labels, structural_hash
 __all__ = [
     "ATEN_DOMAIN",
     "CONSTANT_OF_KEY",
+    "FUNCTION_NAME_KEY",
     "INLINE_KEY",
     "INLINE_VERSION",
     "MODULE_DOMAIN",
+    "VARIANT_KEY",
     "Region",
     "Wrapper",
     "constant_node",
@@ -39,6 +41,10 @@ ATEN_DOMAIN = "pkg.torch.aten"
 MODULE_DOMAIN = "pkg.torch.module"
 INLINE_KEY = "modelprov.inline"
 CONSTANT_OF_KEY = "modelprov.constant_of"
+FUNCTION_NAME_KEY = "pkg.modelprov.function_name"
+"""Function key: the function's base name (``aten_addmm_default``, ``GPT2Block``)."""
+VARIANT_KEY = "pkg.modelprov.variant"
+"""Function key: its variant, the leading hex digits of its structural hash."""
 INLINE_VERSION = 1
 _OVERLOAD_DIGITS = 12
 
@@ -323,6 +329,8 @@ class Wrapper:
             digits += 4
         candidate.overload = overload
         candidate.metadata_props.update(region.function_metadata)
+        candidate.metadata_props[FUNCTION_NAME_KEY] = region.name
+        candidate.metadata_props[VARIANT_KEY] = overload
         if region.doc_string:
             candidate.doc_string = region.doc_string
         self.functions[key] = candidate
