@@ -29,6 +29,7 @@ SUBCOMMANDS = (
     "demo",
     "report",
     "overlay",
+    "quantize",
 )
 
 

@@ -35,6 +35,7 @@ def test_public_names() -> None:
             "optimize_with",
             "overlay",
             "policy",
+            "quantize",
             "recover",
             "report",
             "sources",

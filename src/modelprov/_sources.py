@@ -21,6 +21,18 @@ from typing import Any
 
 from modelprov import _stack_trace
 from modelprov.errors import MetadataError
+from modelprov.keys import (
+    CLASS_HIERARCHY_KEY,
+    FX_NODE_KEY,
+    NAME_SCOPES_KEY,
+    NAMESPACE_KEY,
+    NODE_SOURCES_KEY,
+    OUTPUT_OF_KEY,
+    RESERVED_PREFIX,
+    STACK_TRACE_KEY,
+    TABLE_FORMAT,
+    TABLE_KEY,
+)
 
 __all__ = [
     "FX_NODE_KEY",
@@ -39,18 +51,7 @@ __all__ = [
     "parse_ids",
 ]
 
-TABLE_KEY = "modelprov.sources"
-NODE_SOURCES_KEY = "modelprov.sources"
-OUTPUT_OF_KEY = "modelprov.output_of"
-TABLE_FORMAT = "modelprov.sources"
 TABLE_VERSION = 1
-RESERVED_PREFIX = "modelprov."
-
-FX_NODE_KEY = "pkg.torch.onnx.fx_node"
-STACK_TRACE_KEY = "pkg.torch.onnx.stack_trace"
-NAME_SCOPES_KEY = "pkg.torch.onnx.name_scopes"
-CLASS_HIERARCHY_KEY = "pkg.torch.onnx.class_hierarchy"
-NAMESPACE_KEY = "namespace"
 
 MAX_VALUE_BYTES = 1 << 20
 """Largest metadata value accepted (1 MiB); larger ones are almost surely not provenance."""
@@ -292,6 +293,21 @@ def check_text(metadata: Mapping[Any, Any], *, where: str) -> None:
                 f"({value!r:.60}); fix it or run modelprov recover, which repairs "
                 "invalid metadata"
             )
+
+
+def node_label(name: str | None, op_type: str, position: int) -> str:
+    """How source ids and messages name a node: its name, or ``<op_type>@<position>`` (its
+    index in graph order, subgraphs after their parent) when it has none."""
+    return name or f"{op_type}@{position}"
+
+
+def carries_source(label: str, metadata: Mapping[str, str], source: Source) -> bool:
+    """True when a node's own metadata holds ``source`` verbatim and identifies it, so the
+    node needs neither ``modelprov.sources`` nor a table entry for it."""
+    return (
+        original_metadata(metadata) == dict(source.metadata)
+        and own_source_id(label, metadata) == source.id
+    )
 
 
 def own_source_id(label: str, metadata: Mapping[str, str]) -> str:

@@ -27,6 +27,7 @@ from modelprov._io import (
     save_model,
 )
 from modelprov.errors import ModelprovError
+from modelprov.keys import CONFIDENCE_KEY
 
 if TYPE_CHECKING:
     import onnx_ir as ir
@@ -85,14 +86,14 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
         model = ir.from_proto(proto)
     optimize_pass = OptimizeProvenancePass(per_pass=bool(args.report or args.json))
     with _status("optimizing"):
-        optimize_pass(model)
+        result = optimize_pass(model)
     with _status(f"writing {output}"):
         save_model(model, output)
     before = ir.from_proto(proto)
     if args.report or args.json:
         from modelprov.audit import optimize_report
 
-        report = optimize_report(before, model, optimize_pass.steps)
+        report = optimize_report(before, model, result.steps)
         print(report.to_json_text() if args.json else report.to_text())
     _progress.summary(
         f"wrote {output}: {len(list(before.graph))} -> {_model_summary(model)}, "
@@ -118,7 +119,7 @@ def _cmd_recover(args: argparse.Namespace) -> int:
         save_model(result, output)
     levels: dict[str, int] = {}
     for node in result.graph.all_nodes():
-        level = node.metadata_props.get("modelprov.confidence")
+        level = node.metadata_props.get(CONFIDENCE_KEY)
         if level:
             levels[level] = levels.get(level, 0) + 1
     how_sure = ", ".join(f"{count} {level}" for level, count in sorted(levels.items()))
@@ -279,7 +280,13 @@ def _cmd_export(args: argparse.Namespace) -> int:
     outputs = [path for path in (args.onnx, args.stablehlo) if path is not None]
     for path in outputs:
         check_output(path, [args.annotations] if args.annotations else [])
+    if args.quantize is not None:
+        if args.onnx is None:
+            raise UsageError("--quantize needs --onnx OUT.onnx (the float model it quantizes)")
+        args.quantize = args.quantize or _quantized_name(args.onnx)
+        check_output(args.quantize, [args.onnx])
     annotations: dict[str, dict[str, Any]] = {}
+    batches: list[Any] = []
     with _status(f"building {args.factory}"):
         model, example, kwargs = _model_and_inputs(args.factory)
     if args.calibrate or args.batches:
@@ -302,6 +309,8 @@ def _cmd_export(args: argparse.Namespace) -> int:
             )
         ranges = f", ranges of {len(annotations)} modules" if annotations else ""
         _progress.summary(f"wrote {args.onnx}: {_model_summary(onnx_program.model)}{ranges}")
+    if args.quantize is not None:
+        _export_quantized(args, batches or None)
     if args.stablehlo is not None:
         with _status(f"lowering to StableHLO {args.stablehlo}"):
             program = modelprov.export_stablehlo(
@@ -315,12 +324,143 @@ def _cmd_export(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _quantized_name(path: str) -> str:
+    stem, extension = os.path.splitext(path)
+    return f"{stem}.quant{extension or '.onnx'}"
+
+
+def _export_quantized(args: argparse.Namespace, batches: list[Any] | None) -> None:
+    """Quantizes the exported --onnx model into --quantize (ranges from --calibrate)."""
+    from modelprov.onnx._quantize import quantize
+
+    with _status(f"quantizing {args.onnx} into {args.quantize}"):
+        float_model = load_model(args.onnx, load_weights=True)
+        result = quantize(float_model, calibration_batches=batches, **_quantize_options(args))
+        save_model(result, args.quantize)
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from modelprov._demo import run_demo
 
     folder = run_demo(sys.stdout, folder=args.output_dir)
     print(f"demo models written to {folder}")
     return EXIT_OK
+
+
+# --- quantize -------------------------------------------------------------------------------
+
+
+def _read_ranges(path: str) -> dict[str, Any]:
+    try:
+        with open(path, encoding="utf-8") as stream:
+            document = json.load(stream)
+    except (OSError, ValueError) as error:
+        raise UsageError(f"{path}: cannot read ranges: {error}") from None
+    if not isinstance(document, dict):
+        raise UsageError(
+            f"{path}: ranges must be a JSON object {{tensor or module path: [min, max]}}"
+        )
+    return document
+
+
+def _read_batches(paths: Sequence[str]) -> list[dict[str, Any]]:
+    """One calibration batch per .npz file, arrays by graph input name (never unpickled)."""
+    import numpy as np
+
+    batches: list[dict[str, Any]] = []
+    for path in paths:
+        try:
+            with np.load(path, allow_pickle=False) as arrays:
+                batches.append({name: arrays[name] for name in arrays.files})
+        except (OSError, ValueError) as error:
+            raise UsageError(
+                f"{path}: cannot read a calibration batch ({error}); give .npz files with "
+                "one array per graph input, named like the input (numpy.savez)"
+            ) from None
+    return batches
+
+
+def _quantize_options(args: argparse.Namespace) -> dict[str, Any]:
+    return {
+        "format": args.format,
+        "activation_type": args.activation_type,
+        "weight_type": args.weight_type,
+        "per_channel": args.per_channel,
+    }
+
+
+def _report_quantized(model: ir.Model, as_json: bool) -> None:
+    from modelprov.onnx._quant_params import quantized_tensors, table_json, table_text
+
+    tensors = quantized_tensors(model)
+    print(table_json(tensors) if as_json else table_text(tensors))
+
+
+def _cmd_quantize(args: argparse.Namespace) -> int:
+    from modelprov.onnx._quantize import quantize
+
+    output = check_output(args.output, [args.model], in_place=args.in_place)
+    ranges = _read_ranges(args.ranges) if args.ranges else None
+    batches = _read_batches(args.calibrate_from) if args.calibrate_from else None
+    with _status(f"loading {args.model}"):
+        model = model_from_proto(load_model_proto(args.model, load_weights=True), args.model)
+    with _status("quantizing with onnxruntime"):
+        result = quantize(
+            model, ranges=ranges, calibration_batches=batches, **_quantize_options(args)
+        )
+    with _status(f"writing {output}"):
+        save_model(result, output)
+    _report_quantized(result, args.json)
+    return EXIT_OK
+
+
+def _add_quantize_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--format",
+        choices=("qdq", "qoperator"),
+        default="qdq",
+        help="QuantizeLinear/DequantizeLinear pairs (qdq, the default) or QLinear ops",
+    )
+    for role in ("activation", "weight"):
+        parser.add_argument(
+            f"--{role}-type",
+            choices=("int8", "uint8", "int16", "uint16"),
+            default="int8",
+            help=f"integer type of the {role}s (default int8, as onnxruntime)",
+        )
+    parser.add_argument(
+        "--per-channel", action="store_true", help="one weight scale per output channel"
+    )
+
+
+def _add_quantize_command(commands: Any) -> None:
+    quantize = commands.add_parser(
+        "quantize",
+        help="quantize with onnxruntime, scales from the model's calibrated ranges",
+        description="modelprov.quantize on a file: onnxruntime.quantization.quantize_static "
+        "with each activation's range from its custom.min/custom.max (modelprov export "
+        "--calibrate) or --ranges; tensors without a range are calibrated by onnxruntime "
+        "from --calibrate-from. Every node of the result keeps its sources. Prints each "
+        "quantized tensor's range, scale and zero point.",
+    )
+    quantize.add_argument("model", metavar="MODEL.onnx", help="the float model (not modified)")
+    _add_output(quantize)
+    quantize.add_argument(
+        "--calibrate-from",
+        nargs="+",
+        metavar="BATCH.npz",
+        help="calibration batches for tensors without a range: one .npz per batch, one "
+        "array per graph input, named like the input",
+    )
+    quantize.add_argument(
+        "--ranges",
+        metavar="FILE.json",
+        help="ranges by tensor name or module path, JSON {name: [min, max]}; win over the "
+        "model's custom.min/custom.max",
+    )
+    _add_quantize_options(quantize)
+    quantize.add_argument("--json", action="store_true", help="print the table as JSON")
+    quantize.set_defaults(run=_cmd_quantize)
 
 
 # --- the parser -----------------------------------------------------------------------------
@@ -448,6 +588,15 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="skip optimization (torch.onnx.export(optimize=False) plus annotations)",
     )
+    export.add_argument(
+        "--quantize",
+        nargs="?",
+        const="",
+        metavar="QUANT.onnx",
+        help="also quantize the ONNX model with modelprov.quantize (ranges from --calibrate; "
+        "its batches calibrate the graph inputs) into QUANT.onnx (default OUT.quant.onnx)",
+    )
+    _add_quantize_options(export)
     export.set_defaults(run=_cmd_export)
 
     optimize = commands.add_parser(
@@ -556,6 +705,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--coverage", action="store_true", help="sources per node, coloured by state (default)"
     )
     overlay.set_defaults(run=_cmd_overlay)
+    _add_quantize_command(commands)
     return parser
 
 

@@ -14,6 +14,7 @@ __all__ = [
     "MissingDependencyError",
     "ModelprovError",
     "PolicyError",
+    "QuantizationError",
     "StableHLOError",
     "VerificationError",
 ]
@@ -49,6 +50,10 @@ class StableHLOError(ModelprovError):
 
 class MissingDependencyError(ModelprovError, ImportError):
     """An optional dependency is not installed; the message says which extra to install."""
+
+
+class QuantizationError(ModelprovError, ValueError):
+    """Quantization cannot run as asked (missing or invalid ranges, a quantizer failure)."""
 
 
 class ExportError(ModelprovError, ValueError):

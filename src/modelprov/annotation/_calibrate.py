@@ -56,6 +56,7 @@ import torch
 from modelprov.annotation._random_batches import CallArguments
 from modelprov.annotation._values import check_key, format_value
 from modelprov.errors import AnnotationError, MissingDependencyError
+from modelprov.keys import CALIBRATION_PREFIX, HISTOGRAM_FORMAT
 
 __all__ = ["DEFAULT_SAMPLE_SIZE", "HISTOGRAM_BINS", "calibrate"]
 
@@ -63,7 +64,6 @@ _LOGGER = logging.getLogger(__name__)
 
 DEFAULT_SAMPLE_SIZE: Final = 2**18
 HISTOGRAM_BINS: Final = 64
-HISTOGRAM_FORMAT: Final = "modelprov.histogram"
 HISTOGRAM_VERSION: Final = 1
 
 _NAMED_STATS: Final = ("min", "max", "mean", "std", "histogram")
@@ -78,7 +78,7 @@ def calibrate(
     batches: Iterable[Any],
     *,
     stats: Sequence[str] = ("min", "max"),
-    prefix: str = "custom.",
+    prefix: str = CALIBRATION_PREFIX,
     progress: bool | None = None,
     sample_size: int = DEFAULT_SAMPLE_SIZE,
     seed: int = 0,

@@ -20,7 +20,8 @@ import onnx
 import onnx_ir as ir
 
 from modelprov._io import load_model_proto
-from modelprov._sources import MAX_VALUE_BYTES, Source, collect_sources
+from modelprov._sources import MAX_VALUE_BYTES, Source, collect_sources, node_label
+from modelprov.keys import AUDIT_FORMAT
 
 __all__ = [
     "AuditReport",
@@ -32,7 +33,6 @@ __all__ = [
     "has_provenance",
 ]
 
-FORMAT = "modelprov.audit"
 VERSION = 1
 LARGEST_VALUES = 10
 
@@ -105,7 +105,7 @@ class AuditReport:
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict, versioned (``"format": "modelprov.audit", "version": 1``)."""
         return {
-            "format": FORMAT,
+            "format": AUDIT_FORMAT,
             "version": VERSION,
             "nodes": self.nodes,
             "nodes_without_sources": list(self.nodes_without_sources),
@@ -202,7 +202,7 @@ def _proto_graph(graph: onnx.GraphProto, label: str, counter: list[int]) -> Iter
     for node in graph.node:
         position = counter[0]
         counter[0] += 1
-        name = node.name or f"{node.op_type}@{position}"
+        name = node_label(node.name, node.op_type, position)
         yield _Holder("nodes", name, _proto_entries(node.metadata_props))
         for attribute in node.attribute:
             subgraphs = [attribute.g] if attribute.HasField("g") else []
@@ -262,7 +262,7 @@ def _ir_graph(graph: ir.Graph | ir.Function, label: str, counter: list[int]) -> 
     for node in graph:
         position = counter[0]
         counter[0] += 1
-        name = node.name or f"{node.op_type}@{position}"
+        name = node_label(node.name, node.op_type, position)
         where = name if scope == "nodes" else f"{label} node {node.name or node.op_type!r}"
         yield _Holder(scope, where, list(node.metadata_props.items()))
         for attribute in node.attributes.values():

@@ -17,7 +17,8 @@ from typing import Any
 import onnx_ir as ir
 import torch
 
-from modelprov._sources import FX_NODE_KEY
+from modelprov.keys import ATEN_CALL_KEY, FX_NODE_KEY
+from modelprov.onnx._wrap import function_name
 
 __all__ = [
     "ATEN_CALL_KEY",
@@ -29,10 +30,8 @@ __all__ = [
     "schema_of",
 ]
 
-ATEN_CALL_KEY = "pkg.modelprov.aten_call"
 ATEN_CALL_VERSION = 1
 
-_IDENTIFIER = re.compile(r"\W")
 _CALL = re.compile(
     r"call_function\[target=(?P<target>[^\]]+)\]\(args = (?P<args>.*), kwargs = "
     r"(?P<kwargs>\{.*\})\)\s*$",
@@ -119,12 +118,6 @@ class AtenCall:
                     AtenArgument(entry["name"], entry["type"], False, (), entry["value"])
                 )
         return cls(str(document["target"]), str(document.get("schema", "")), tuple(arguments))
-
-
-def function_name(target: str) -> str:
-    """The function name of an ATen target: ``aten::addmm.default`` -> ``aten_addmm_default``."""
-    name = _IDENTIFIER.sub("_", target.replace("::", "_"))
-    return name if name and not name[0].isdigit() else f"_{name}"
 
 
 def schema_of(target: str) -> torch.FunctionSchema | None:

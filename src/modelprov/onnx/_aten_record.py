@@ -14,7 +14,8 @@ import torch
 
 from modelprov._correspond import all_nodes
 from modelprov._sources import fx_node_name
-from modelprov.onnx._aten_call import ATEN_CALL_KEY, bind
+from modelprov.keys import ATEN_CALL_KEY
+from modelprov.onnx._aten_call import bind
 
 __all__ = ["record_aten_calls"]
 

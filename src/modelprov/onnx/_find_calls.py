@@ -7,9 +7,8 @@ from typing import overload
 import onnx
 import onnx_ir as ir
 
-from modelprov.onnx._aten_call import function_name
-from modelprov.onnx._functionize import ATEN_TARGET_KEY, MODULE_CLASS_KEY
-from modelprov.onnx._wrap import ATEN_DOMAIN, MODULE_DOMAIN
+from modelprov.keys import ATEN_DOMAIN, ATEN_TARGET_KEY, MODULE_CLASS_KEY, MODULE_DOMAIN
+from modelprov.onnx._wrap import function_name
 
 __all__ = ["find_calls"]
 

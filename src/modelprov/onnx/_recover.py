@@ -32,6 +32,7 @@ import onnx_ir.passes.common as common_passes
 from modelprov._correspond import Change, Snapshot, all_nodes, diff
 from modelprov._io import load_model_proto
 from modelprov.errors import CorrespondenceError
+from modelprov.keys import CONFIDENCE_KEY
 from modelprov.onnx._lookup import proto_nodes
 from modelprov.onnx._provenance import Provenance
 from modelprov.policy import Policies
@@ -40,8 +41,6 @@ __all__ = ["CONFIDENCE_KEY", "RecoveryReport", "recover", "recover_ir"]
 
 logger = logging.getLogger(__name__)
 
-CONFIDENCE_KEY = "modelprov.confidence"
-"""Node key: how sure the attribution is: ``exact``, ``named`` or ``inferred``."""
 
 ModelInput = onnx.ModelProto | ir.Model | str | os.PathLike[str]
 

@@ -12,10 +12,12 @@ from typing import Any
 import onnx_ir as ir
 
 from modelprov._correspond import all_nodes
-from modelprov._sources import NAMESPACE_KEY, RESERVED_PREFIX, Source
+from modelprov._sources import Source
 from modelprov._stack_trace import display_path
 from modelprov.audit._diff import DiffReport, Recall, diff
+from modelprov.keys import NAMESPACE_KEY, REPORT_FORMAT, RESERVED_PREFIX, TORCH_PREFIX
 from modelprov.onnx._lookup import node_sources
+from modelprov.onnx._quant_params import quantization_keys
 from modelprov.report._code import CodeContext
 from modelprov.report._layout import layout_group
 from modelprov.report._states import (
@@ -28,7 +30,6 @@ from modelprov.report._states import (
 
 __all__ = ["REPORT_FORMAT", "REPORT_VERSION", "metadata_bytes", "report_data"]
 
-REPORT_FORMAT = "modelprov.report"
 REPORT_VERSION = 1
 
 _OPEN_ALL_UP_TO = 400
@@ -40,7 +41,7 @@ def _user_keys(metadata: Mapping[str, str]) -> dict[str, str]:
     return {
         key: value
         for key, value in metadata.items()
-        if not key.startswith(("pkg.torch.", RESERVED_PREFIX)) and key != NAMESPACE_KEY
+        if not key.startswith((TORCH_PREFIX, RESERVED_PREFIX)) and key != NAMESPACE_KEY
     }
 
 
@@ -153,6 +154,7 @@ def report_data(
     nodes: list[dict[str, Any]] = []
     node_group: list[str | None] = []
     state_counts = dict.fromkeys(STATES, 0)
+    quantization = quantization_keys(model)
     for i, (node, found) in enumerate(pairs):
         ids = []
         for source in known_sources(found):
@@ -176,7 +178,7 @@ def report_data(
             "domain": node.domain,
             "state": state,
             "src": ids,
-            "keys": _user_keys(node.metadata_props),
+            "keys": _user_keys(node.metadata_props) | quantization.get(node, {}),
         }
         confidence = node.metadata_props.get(CONFIDENCE_KEY)
         if confidence is not None:

@@ -70,7 +70,7 @@ def embed_json(document: Any) -> str:
 
 
 def _asset(name: str) -> str:
-    return resources.files("modelprov.report").joinpath("_assets", name).read_text("utf-8")
+    return resources.files(__name__.rpartition(".")[0]).joinpath("_assets", name).read_text("utf-8")
 
 
 def report(

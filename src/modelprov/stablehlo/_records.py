@@ -9,15 +9,14 @@ import dataclasses
 import json
 from collections.abc import Mapping
 
-__all__ = ["ATTRIBUTE_PREFIX", "FxNodeInfo", "OpRecord", "provenance_attributes", "within"]
+from modelprov.keys import STABLEHLO_MODULE_KEY as MODULE_KEY
+from modelprov.keys import STABLEHLO_MODULE_TYPE_KEY as MODULE_TYPE_KEY
+from modelprov.keys import STABLEHLO_NODE_KEY as NODE_KEY
+from modelprov.keys import STABLEHLO_SOURCE_NODE_KEY as SOURCE_NODE_KEY
+from modelprov.keys import STABLEHLO_STACK_KEY as STACK_KEY
+from modelprov.keys import STABLEHLO_TARGET_KEY as TARGET_KEY
 
-ATTRIBUTE_PREFIX = "modelprov."
-NODE_KEY = "modelprov.node"
-SOURCE_NODE_KEY = "modelprov.source_node"
-MODULE_KEY = "modelprov.module"
-MODULE_TYPE_KEY = "modelprov.module_type"
-TARGET_KEY = "modelprov.target"
-STACK_KEY = "modelprov.stack"
+__all__ = ["FxNodeInfo", "OpRecord", "provenance_attributes", "within"]
 
 
 def within(module_path: str, ancestor: str) -> bool:
