@@ -77,7 +77,8 @@ def fx_node_infos(
         trace = str(node.meta.get("stack_trace") or "")
         if trace_options is not None:
             trace = _stack_trace.rewrite_paths(trace, trace_options)
-        frame = _stack_trace.innermost_frame(trace) if trace else None
+        user_code = trace_options.user_code if trace_options is not None else None
+        frame = _stack_trace.user_frame(trace, user_code) if trace else None
         target = node.target
         infos[node.name] = FxNodeInfo(
             name=node.name,

@@ -56,7 +56,7 @@ class Lowered:
 def node_location(node: torch.fx.Node) -> str:
     """The innermost user frame of ``node`` as ``file:line`` ('' when it has no stack trace)."""
     trace = node.meta.get("stack_trace") or ""
-    frame = _stack_trace.innermost_frame(trace) if trace else None
+    frame = _stack_trace.user_frame(trace) if trace else None
     return f"{frame.file}:{frame.line}" if frame is not None else ""
 
 
