@@ -22,3 +22,8 @@ def double_transpose() -> tuple[Any, ...]:
 def not_a_model() -> tuple[Any, ...]:
     """Returns something that is not a model, to test the error."""
     return ("model", ())
+
+
+def raises() -> tuple[Any, ...]:
+    """A factory that fails, to test that the command line reports it in one line."""
+    raise ValueError("no weights here")
