@@ -266,7 +266,9 @@ def test_export_errors_exit_2(capsys, tmp_path, args, message):
 
 
 def test_export_to_a_missing_folder_exits_3(capsys, tmp_path):
-    code, _, err = _main(capsys, "export", "tests._factories:mlp", "--onnx", f"{tmp_path}/no/a.onnx")
+    code, _, err = _main(
+        capsys, "export", "tests._factories:mlp", "--onnx", f"{tmp_path}/no/a.onnx"
+    )
     assert code == ExitCode.CANNOT_WRITE and "does not exist" in err
     assert list(tmp_path.iterdir()) == []
 

@@ -208,6 +208,13 @@ def load_model(path: str | os.PathLike[str], *, load_weights: bool = False) -> i
 
 def model_from_proto(proto: onnx.ModelProto, path: str | os.PathLike[str]) -> ir.Model:
     """``proto`` as an onnx_ir.Model whose external tensors are read beside ``path``."""
+    from modelprov.onnx._duplicates import has_duplicate_keys, merge_duplicate_keys
+
+    if has_duplicate_keys(proto):  # the proto is the caller's: merge in a copy
+        copy = onnx.ModelProto()
+        copy.CopyFrom(proto)
+        merge_duplicate_keys(copy)
+        proto = copy
     model = ir.from_proto(proto)
     ir.external_data.set_base_dir(model.graph, os.path.dirname(os.path.abspath(path)))
     return model

@@ -272,7 +272,9 @@ class SourceTable:
             raise MetadataError(f"{where}: sources table 'order' must be a list of source ids")
         table = cls()
         for position, entry in enumerate(entries):
-            source_id, metadata = _table_entry(entry, strings, f"{where}: sources table entry {position}")
+            source_id, metadata = _table_entry(
+                entry, strings, f"{where}: sources table entry {position}"
+            )
             if source_id in table:
                 raise MetadataError(f"{where}: sources table holds source {source_id!r} twice")
             table.add(Source.from_metadata(source_id, metadata))

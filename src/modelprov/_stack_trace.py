@@ -164,7 +164,9 @@ def _escape(lines: Iterable[str]) -> list[str]:
 
 
 def _unescape(lines: Iterable[str]) -> list[str]:
-    return [line[1:] if line.startswith("\\") and _HEADER_LIKE.match(line) else line for line in lines]
+    return [
+        line[1:] if line.startswith("\\") and _HEADER_LIKE.match(line) else line for line in lines
+    ]
 
 
 def _shared_frame_lines(traces: Sequence[Sequence[list[str]]]) -> int:

@@ -257,7 +257,9 @@ is in docs/metadata-format.md and parses back with modelprov's own parser.
 """
 
 
-_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?|inf|infinity)", re.I)
+_NUMBER = re.compile(
+    r"[+-]?(?:\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?|inf|infinity)", re.I
+)
 """A decimal number as people and modelprov write it: no underscores, no spaces."""
 
 

@@ -11,7 +11,7 @@ it). Functions no call uses any more are removed; other functions are left alone
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, overload
 
 import onnx
@@ -85,7 +85,7 @@ def _entry_problem(entry: object) -> str:
     """What is wrong with one node entry of an inline record ('' when nothing)."""
     if not isinstance(entry, dict):
         return "must be a JSON object"
-    checks = {
+    checks: dict[str, Callable[[Any], bool]] = {
         "name": lambda v: isinstance(v, str),
         "outputs": lambda v: isinstance(v, list) and all(isinstance(i, str) for i in v),
         "types": lambda v: isinstance(v, list) and all(_is_type(i) for i in v),

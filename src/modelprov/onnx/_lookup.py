@@ -7,6 +7,8 @@ import onnx_ir as ir
 
 from modelprov._correspond import all_nodes
 from modelprov._sources import Source, collect_sources
+from modelprov.errors import UsageError
+from modelprov.onnx._duplicates import merged_entries
 from modelprov.onnx._provenance import node_label
 
 __all__ = ["node_sources", "proto_nodes", "sources"]
@@ -51,18 +53,23 @@ def sources(model: onnx.ModelProto | ir.Model, node: onnx.NodeProto | ir.Node) -
         for each, found in node_sources(model):
             if each is node:
                 return found
-        raise ValueError(f"node {node.name!r} is not a node of this model")
+        raise UsageError(f"node {node.name!r} is not a node of this model")
     if isinstance(model, onnx.ModelProto) and isinstance(node, onnx.NodeProto):
         nodes = proto_nodes(model.graph)
         entries = [
-            (n.name or f"{n.op_type}@{i}", {e.key: e.value for e in n.metadata_props})
+            (
+                n.name or f"{n.op_type}@{i}",
+                merged_entries(n.metadata_props, where=n.name or f"{n.op_type}@{i}"),
+            )
             for i, n in enumerate(nodes)
         ]
-        table, node_ids = collect_sources({e.key: e.value for e in model.metadata_props}, entries)
+        table, node_ids = collect_sources(
+            merged_entries(model.metadata_props, where="model"), entries
+        )
         for candidate, ids in zip(nodes, node_ids, strict=True):
             if candidate is node or candidate == node:
                 return [table.by_id(i) for i in ids]
-        raise ValueError(f"node {node.name!r} is not a node of this model")
+        raise UsageError(f"node {node.name!r} is not a node of this model")
     else:
         raise TypeError(
             "sources(model, node) takes an onnx.ModelProto with one of its onnx.NodeProto, "

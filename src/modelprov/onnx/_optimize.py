@@ -193,6 +193,6 @@ def optimize(
     Returns:
         The optimized model, of the same kind as ``model``.
     """
-    working = to_ir_copy(model)
+    working = to_ir_copy(model, policies)
     OptimizeProvenancePass(policies=policies, rules=rules, trace_options=trace_options)(working)
     return to_kind(working, model)

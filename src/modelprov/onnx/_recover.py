@@ -32,6 +32,7 @@ import onnx_ir.passes.common as common_passes
 from modelprov._correspond import Change, Snapshot, all_nodes, diff
 from modelprov._io import load_model_proto
 from modelprov.errors import CorrespondenceError
+from modelprov.onnx._duplicates import merged_entries
 from modelprov.onnx._lookup import proto_nodes
 from modelprov.onnx._provenance import Provenance
 from modelprov.policy import Policies
@@ -76,18 +77,25 @@ def _text(item: object) -> str:
     return str(item)
 
 
-def _repair_proto(proto: onnx.ModelProto) -> list[str]:
-    """Drops duplicate metadata keys (last wins) and replaces invalid UTF-8, in place."""
+@dataclasses.dataclass(frozen=True)
+class _Entry:
+    key: str
+    value: str
+
+
+def _repair_proto(proto: onnx.ModelProto, policies: Policies | None = None) -> list[str]:
+    """Merges duplicate metadata keys by their policies and replaces invalid UTF-8, in
+    place."""
     repaired: list[str] = []
 
     def fix(entries: object, where: str) -> None:
         items = list(entries)  # type: ignore[call-overload]
-        merged: dict[str, str] = {}
-        bad = False
-        for entry in items:
-            key, value = _text(entry.key), _text(entry.value)
-            bad |= key != entry.key or value != entry.value
-            merged[key] = value
+        texts = [_Entry(_text(entry.key), _text(entry.value)) for entry in items]
+        bad = any(
+            text.key != entry.key or text.value != entry.value
+            for text, entry in zip(texts, items, strict=True)
+        )
+        merged = merged_entries(texts, where=where, policies=policies)
         if bad or len(merged) != len(items):
             repaired.append(where)
             del entries[:]  # type: ignore[attr-defined]
@@ -382,14 +390,16 @@ def recover_with_report(
     before = _load(original, "original")
     after = _load(optimized, "optimized")
     original_ir = (
-        before.clone() if isinstance(before, ir.Model) else ir.from_proto(_repaired(before)[0])
+        before.clone()
+        if isinstance(before, ir.Model)
+        else ir.from_proto(_repaired(before, policies)[0])
     )
     _infer_shapes(original_ir)
     if isinstance(after, ir.Model):
         result = after.clone()
         report = recover_ir(original_ir, result, policies=policies)
         return result, report
-    proto, repaired = _repaired(after)
+    proto, repaired = _repaired(after, policies)
     working = ir.from_proto(proto)
     report = recover_ir(original_ir, working, policies=policies)
     _copy_metadata(working, proto)
@@ -405,10 +415,12 @@ def _infer_shapes(model: ir.Model) -> None:
         logger.info("shape inference on the original model failed: %s", error)
 
 
-def _repaired(proto: onnx.ModelProto) -> tuple[onnx.ModelProto, list[str]]:
+def _repaired(
+    proto: onnx.ModelProto, policies: Policies | None
+) -> tuple[onnx.ModelProto, list[str]]:
     copy = onnx.ModelProto()
     copy.CopyFrom(proto)
-    return copy, _repair_proto(copy)
+    return copy, _repair_proto(copy, policies)
 
 
 def _dedupe(items: Iterable[str]) -> list[str]:
