@@ -215,7 +215,9 @@ def model_from_proto(proto: onnx.ModelProto, path: str | os.PathLike[str]) -> ir
         copy.CopyFrom(proto)
         merge_duplicate_keys(copy)
         proto = copy
-    model = ir.from_proto(proto)
+    from modelprov._proto_check import read_proto
+
+    model = read_proto(proto, os.fspath(path))
     ir.external_data.set_base_dir(model.graph, os.path.dirname(os.path.abspath(path)))
     return model
 

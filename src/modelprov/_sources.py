@@ -429,8 +429,8 @@ def dump_ids(ids: Sequence[str]) -> str:
 def parse_ids(value: str, *, where: str) -> list[str]:
     """Parses a node-level ``modelprov.sources`` value."""
     try:
-        parsed = json.loads(value)
-    except ValueError:
+        parsed = json.loads(value) if isinstance(value, str) else None
+    except (ValueError, RecursionError):
         parsed = None
     if not isinstance(parsed, list) or not all(isinstance(item, str) for item in parsed):
         raise MetadataError(f"{where}: {NODE_SOURCES_KEY!r} must be a JSON array of source ids")

@@ -87,7 +87,7 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
     output = check_output(args.output, [args.model], in_place=args.in_place)
     with _status(f"loading {args.model}"):
         proto = load_model_proto(args.model, load_weights=True)
-        model = ir.from_proto(proto)
+        model = model_from_proto(proto, args.model)
     optimize_pass = OptimizeProvenancePass(per_pass=bool(args.report or args.json))
     with _status("optimizing"):
         optimize_pass(model)
@@ -557,7 +557,7 @@ def _run(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s"
+        level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s", force=True
     )
     if not args.verbose:
         logging.getLogger("torch").setLevel(logging.ERROR)

@@ -20,7 +20,9 @@ import onnx
 import onnx_ir as ir
 
 from modelprov._io import load_model_proto
+from modelprov._proto_check import text_problems
 from modelprov._sources import MAX_VALUE_BYTES, Source, collect_sources
+from modelprov.errors import MetadataError
 
 __all__ = [
     "AuditReport",
@@ -339,9 +341,12 @@ def audit(model: onnx.ModelProto | ir.Model | str | os.PathLike[str]) -> AuditRe
     A path is read without its external weights. Raises InvalidModelError for an unreadable
     file and MetadataError when the model's sources table is corrupt.
     """
+    where = os.fspath(model) if isinstance(model, str | os.PathLike) else "model"
     if isinstance(model, str | os.PathLike):
         model = load_model_proto(model, load_weights=False)
     if isinstance(model, onnx.ModelProto):
+        for problem in text_problems(model, metadata=False):  # metadata: reported below
+            raise MetadataError(f"{where}: {problem}; fix it before auditing")
         holders = list(_proto_holders(model))
         functions = _proto_functions(model)
     elif isinstance(model, ir.Model):

@@ -9,6 +9,7 @@ import onnx
 import onnx_ir as ir
 
 from modelprov._io import load_model
+from modelprov._proto_check import read_proto
 from modelprov.onnx._duplicates import has_duplicate_keys, merge_duplicate_keys
 from modelprov.policy import Policies
 
@@ -23,7 +24,7 @@ def as_ir(model: AnyModel) -> ir.Model:
     if isinstance(model, ir.Model):
         return model
     if isinstance(model, onnx.ModelProto):
-        return ir.from_proto(without_duplicate_keys(model))
+        return read_proto(without_duplicate_keys(model))
     return load_model(model)
 
 
@@ -53,7 +54,7 @@ def to_ir_copy(model: onnx.ModelProto | ir.Model, policies: Policies | None = No
         copy = onnx.ModelProto()
         copy.CopyFrom(model)
         merge_duplicate_keys(copy, policies)
-        return ir.from_proto(copy)
+        return read_proto(copy)
     raise TypeError(
         f"expected onnx.ModelProto or onnx_ir.Model, got {type(model).__name__}; "
         "load files with onnx.load or onnx_ir.load first"

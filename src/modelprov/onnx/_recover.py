@@ -31,6 +31,7 @@ import onnx_ir.passes.common as common_passes
 
 from modelprov._correspond import Change, Snapshot, all_nodes, diff
 from modelprov._io import load_model_proto
+from modelprov._proto_check import read_proto
 from modelprov.errors import CorrespondenceError
 from modelprov.onnx._duplicates import merged_entries
 from modelprov.onnx._lookup import proto_nodes
@@ -392,7 +393,7 @@ def recover_with_report(
     original_ir = (
         before.clone()
         if isinstance(before, ir.Model)
-        else ir.from_proto(_repaired(before, policies)[0])
+        else read_proto(_repaired(before, policies)[0], "the original model")
     )
     _infer_shapes(original_ir)
     if isinstance(after, ir.Model):
@@ -400,7 +401,7 @@ def recover_with_report(
         report = recover_ir(original_ir, result, policies=policies)
         return result, report
     proto, repaired = _repaired(after, policies)
-    working = ir.from_proto(proto)
+    working = read_proto(proto, "the optimized model")
     report = recover_ir(original_ir, working, policies=policies)
     _copy_metadata(working, proto)
     report = dataclasses.replace(report, repaired=tuple(_dedupe([*repaired, *report.repaired])))
