@@ -111,7 +111,7 @@ def _cmd_recover(args: argparse.Namespace) -> int:
     from modelprov.onnx._recover import recover
 
     with _status("recovering provenance"):
-        result = recover(original, optimized)
+        result = recover(original, optimized, force=args.force)
     with _status(f"writing {output}"):
         if not isinstance(result, ir.Model):
             result = model_from_proto(result, args.optimized)
@@ -403,6 +403,12 @@ def build_parser() -> argparse.ArgumentParser:
     recover.add_argument("original", metavar="ORIGINAL.onnx", help="the model before the tool")
     recover.add_argument("optimized", metavar="OPTIMIZED.onnx", help="the tool's output")
     _add_output(recover)
+    recover.add_argument(
+        "--force",
+        action="store_true",
+        help="recover even when OPTIMIZED does not look made from ORIGINAL (different "
+        "interface, op kinds or size)",
+    )
     recover.set_defaults(run=_cmd_recover)
 
     functionize = commands.add_parser(

@@ -33,6 +33,7 @@ from modelprov._correspond import Change, Snapshot, all_nodes, diff
 from modelprov._io import load_model_proto
 from modelprov._proto_check import read_proto
 from modelprov.errors import CorrespondenceError
+from modelprov.onnx._correspondence_check import correspondence_problems
 from modelprov.onnx._duplicates import merged_entries
 from modelprov.onnx._lookup import proto_nodes
 from modelprov.onnx._provenance import Provenance
@@ -279,9 +280,25 @@ def _confidence(change: Change, node: ir.Node, produces_known: set[ir.Node]) -> 
 
 
 def recover_ir(
-    original: ir.Model, optimized: ir.Model, *, policies: Policies | None = None
+    original: ir.Model,
+    optimized: ir.Model,
+    *,
+    policies: Policies | None = None,
+    force: bool = False,
 ) -> RecoveryReport:
-    """Writes provenance onto ``optimized`` (an onnx_ir model, changed in place)."""
+    """Writes provenance onto ``optimized`` (an onnx_ir model, changed in place).
+
+    Raises CorrespondenceError saying what differs when ``optimized`` was evidently not
+    made from ``original`` (interface, op kinds, size; see ``_correspondence_check``),
+    unless ``force``.
+    """
+    problems = correspondence_problems(original, optimized)
+    if problems and not force:
+        raise CorrespondenceError(
+            "the optimized model does not correspond to the original: "
+            + "; ".join(problems)
+            + "; pass the model the tool was given, or force=True (--force) to recover anyway"
+        )
     _check_same_interface(original, optimized)
     repaired = _repair_ir(optimized)
     provenance = Provenance.read(original)
@@ -356,7 +373,11 @@ def _copy_metadata(source: ir.Model, target: onnx.ModelProto) -> None:
 
 @overload
 def recover(
-    original: ModelInput, optimized: ir.Model, *, policies: Policies | None = ...
+    original: ModelInput,
+    optimized: ir.Model,
+    *,
+    policies: Policies | None = ...,
+    force: bool = ...,
 ) -> ir.Model: ...
 @overload
 def recover(
@@ -364,9 +385,14 @@ def recover(
     optimized: onnx.ModelProto | str | os.PathLike[str],
     *,
     policies: Policies | None = ...,
+    force: bool = ...,
 ) -> onnx.ModelProto: ...
 def recover(
-    original: ModelInput, optimized: ModelInput, *, policies: Policies | None = None
+    original: ModelInput,
+    optimized: ModelInput,
+    *,
+    policies: Policies | None = None,
+    force: bool = False,
 ) -> onnx.ModelProto | ir.Model:
     """Returns ``optimized`` with every node's provenance restored from ``original``.
 
@@ -376,16 +402,22 @@ def recover(
         optimized: the model the tool wrote; a ModelProto, an onnx_ir.Model or a path.
             External weights are never loaded.
         policies: merge policies (default modelprov.DEFAULT_POLICIES).
+        force: recover even when the models do not look like they correspond (different
+            interface, op kinds or size: CorrespondenceError says what differs).
 
     Returns:
         The optimized model with metadata restored, as an onnx_ir.Model when ``optimized``
         is one, else as an onnx.ModelProto. Neither input is modified.
     """
-    return recover_with_report(original, optimized, policies=policies)[0]
+    return recover_with_report(original, optimized, policies=policies, force=force)[0]
 
 
 def recover_with_report(
-    original: ModelInput, optimized: ModelInput, *, policies: Policies | None = None
+    original: ModelInput,
+    optimized: ModelInput,
+    *,
+    policies: Policies | None = None,
+    force: bool = False,
 ) -> tuple[onnx.ModelProto | ir.Model, RecoveryReport]:
     """:func:`recover`, also returning what it found."""
     before = _load(original, "original")
@@ -398,11 +430,11 @@ def recover_with_report(
     _infer_shapes(original_ir)
     if isinstance(after, ir.Model):
         result = after.clone()
-        report = recover_ir(original_ir, result, policies=policies)
+        report = recover_ir(original_ir, result, policies=policies, force=force)
         return result, report
     proto, repaired = _repaired(after, policies)
     working = read_proto(proto, "the optimized model")
-    report = recover_ir(original_ir, working, policies=policies)
+    report = recover_ir(original_ir, working, policies=policies, force=force)
     _copy_metadata(working, proto)
     report = dataclasses.replace(report, repaired=tuple(_dedupe([*repaired, *report.repaired])))
     return proto, report
