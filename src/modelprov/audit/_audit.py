@@ -226,6 +226,19 @@ def _proto_holders(proto: onnx.ModelProto) -> Iterator[_Holder]:
             )
 
 
+_OWN_FUNCTIONS = ("function pkg.torch.aten::", "function pkg.torch.module::")
+
+
+def _is_user_body_node(holder: _Holder) -> bool:
+    """A node in the body of a user's function: its metadata is its own source (the bodies
+    functionize makes hold the first call's nodes, whose sources the calls carry)."""
+    return (
+        holder.scope == "functions"
+        and " node " in holder.where
+        and not holder.where.startswith(_OWN_FUNCTIONS)
+    )
+
+
 def _proto_functions(proto: onnx.ModelProto) -> list[FunctionUse]:
     calls: Counter[tuple[str, str, str]] = Counter()
 
@@ -363,7 +376,11 @@ def audit(model: onnx.ModelProto | ir.Model | str | os.PathLike[str]) -> AuditRe
         entries, problems = _check(holder)
         valid.append(entries)
         invalid.extend(problems)
-    nodes = [(h.where, v) for h, v in zip(holders, valid, strict=True) if h.scope == "nodes"]
+    nodes = [
+        (h.where, v)
+        for h, v in zip(holders, valid, strict=True)
+        if h.scope == "nodes" or _is_user_body_node(h)
+    ]
     model_metadata = valid[0]
     table, node_ids = collect_sources(model_metadata, nodes)
     referenced = {source_id for ids in node_ids for source_id in ids}

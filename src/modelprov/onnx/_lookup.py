@@ -11,7 +11,7 @@ from modelprov.errors import UsageError
 from modelprov.onnx._duplicates import merged_entries
 from modelprov.onnx._provenance import node_label
 
-__all__ = ["node_sources", "proto_nodes", "sources"]
+__all__ = ["function_body_sources", "node_sources", "proto_nodes", "sources"]
 
 
 def node_sources(model: ir.Model) -> list[tuple[ir.Node, list[Source]]]:
@@ -20,6 +20,33 @@ def node_sources(model: ir.Model) -> list[tuple[ir.Node, list[Source]]]:
     table, node_ids = collect_sources(
         dict(model.metadata_props),
         [(node_label(node, i), dict(node.metadata_props)) for i, node in enumerate(nodes)],
+    )
+    return [
+        (node, [table.by_id(i) for i in ids]) for node, ids in zip(nodes, node_ids, strict=True)
+    ]
+
+
+def function_body_sources(model: ir.Model) -> list[tuple[ir.Node, list[Source]]]:
+    """The nodes in the bodies of the model's own (user) functions with their sources.
+
+    Bodies functionize made (domains ``pkg.torch.aten``/``pkg.torch.module``) are left out:
+    they hold the first call's nodes, whose sources the calls carry.
+    """
+    own = ("pkg.torch.aten", "pkg.torch.module")
+    nodes = [
+        node
+        for function in model.functions.values()
+        if function.domain not in own
+        for node in ir.traversal.RecursiveGraphIterator(function)
+    ]
+    if not nodes:
+        return []
+    table, node_ids = collect_sources(
+        dict(model.metadata_props),
+        [
+            (f"{node.name or node.op_type}@body{i}", dict(node.metadata_props))
+            for i, node in enumerate(nodes)
+        ],
     )
     return [
         (node, [table.by_id(i) for i in ids]) for node, ids in zip(nodes, node_ids, strict=True)

@@ -18,9 +18,15 @@ import onnx_ir.passes.common as common_passes
 import onnxscript.optimizer
 import onnxscript.rewriter
 
-from modelprov._correspond import Change, Snapshot, diff
+from modelprov._correspond import Change, Snapshot, all_nodes, diff
 from modelprov._stack_trace import TraceOptions
 from modelprov.onnx._convert import to_ir_copy, to_kind
+from modelprov.onnx._function_bodies import (
+    add_body_sources,
+    calls_functions,
+    inline_modelprov_calls,
+    inline_user_functions,
+)
 from modelprov.onnx._provenance import Provenance
 from modelprov.policy import Policies
 
@@ -112,8 +118,17 @@ class OptimizeProvenancePass(ir.passes.InPlacePass):
         ]
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
+        inline_modelprov_calls(model)
         provenance = Provenance.read(model, trace_options=self.trace_options)
-        self.steps = self._optimizer(model, provenance, "onnxscript.optimizer")
+        self.steps = []
+        if calls_functions(model):
+            before = set(all_nodes(model.graph))
+            calls = [dict(n.metadata_props) for n in before if n.op_identifier() in model.functions]
+            self.steps.append(
+                track(model, provenance, "inline functions", lambda: inline_user_functions(model))
+            )
+            add_body_sources(provenance, model, before, calls)
+        self.steps += self._optimizer(model, provenance, "onnxscript.optimizer")
         if self.rules:
             record = track(
                 model,
