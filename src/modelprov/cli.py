@@ -225,8 +225,9 @@ def _read_annotations(path: str) -> dict[str, dict[str, Any]]:
     try:
         with open(path, encoding="utf-8") as stream:
             document = json.load(stream)
-    except (OSError, ValueError) as error:
-        raise UsageError(f"{path}: cannot read annotations: {error}") from None
+    except (OSError, ValueError, RecursionError) as error:
+        reason = "nested too deeply" if isinstance(error, RecursionError) else error
+        raise UsageError(f"{path}: cannot read annotations: {reason}") from None
     if not isinstance(document, dict) or not all(isinstance(v, dict) for v in document.values()):
         raise UsageError(
             f"{path}: annotations must be a JSON object {{module_path: {{key: value}}}}"

@@ -71,7 +71,13 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Case]]:
 
 
 def _state(folder: Path) -> dict[str, tuple[bytes, int]]:
-    return {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in folder.iterdir()}
+    """Each entry's bytes and mtime (folders: their listing)."""
+    return {
+        p.name: (p.read_bytes(), p.stat().st_mtime_ns)
+        if p.is_file()
+        else ("\n".join(sorted(c.name for c in p.iterdir())).encode(), 0)
+        for p in folder.iterdir()
+    }
 
 
 @contextlib.contextmanager
@@ -254,3 +260,62 @@ def test_every_case_through_the_api(corpus) -> None:  # type: ignore[no-untyped-
     folder, cases = corpus
     problems = [p for case in cases for p in run_api(folder, case)]
     assert problems == []
+
+
+# --- export: bad factories and annotation files ---------------------------------------------
+
+EXPORT_CASES = {
+    "factory_raises": (["tests._factories:raises"], None),
+    "factory_not_a_model": (["tests._factories:not_a_model"], None),
+    "factory_missing": (["tests._factories:nope"], None),
+    "factory_module_missing": (["no_such_module_xyz:f"], None),
+    "factory_no_colon": (["tests._factories"], None),
+    "annotations_not_json": (["tests._factories:mlp", "--annotations", "{a}"], b"{nope"),
+    "annotations_list": (["tests._factories:mlp", "--annotations", "{a}"], b"[1, 2]"),
+    "annotations_bad_utf8": (
+        ["tests._factories:mlp", "--annotations", "{a}"],
+        b'{"0": {"k": "\xff"}}',
+    ),
+    "annotations_deep": (["tests._factories:mlp", "--annotations", "{a}"], b"[" * 100_000),
+    "annotations_value_list": (
+        ["tests._factories:mlp", "--annotations", "{a}"],
+        b'{"0": {"custom.k": [1, 2]}}',
+    ),
+    "annotations_reserved_key": (
+        ["tests._factories:mlp", "--annotations", "{a}"],
+        b'{"0": {"modelprov.sources": "x"}}',
+    ),
+    "annotations_missing": (["tests._factories:mlp", "--annotations", "{tmp}/none.json"], None),
+    "calibrate_negative": (["tests._factories:mlp", "--calibrate", "-3"], None),
+    "output_is_annotations": (
+        ["tests._factories:mlp", "--annotations", "{a}", "--onnx", "{a}"],
+        b"{}",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(EXPORT_CASES))
+def test_export_bad_inputs(tmp_path, name) -> None:  # type: ignore[no-untyped-def]
+    argv, content = EXPORT_CASES[name]
+    annotations = tmp_path / "annotations.json"
+    if content is not None:
+        annotations.write_bytes(content)
+    args = [a.replace("{a}", str(annotations)).replace("{tmp}", str(tmp_path)) for a in argv]
+    if "--onnx" not in args:
+        args += ["--onnx", str(tmp_path / "out" / "m.onnx")]
+    (tmp_path / "out").mkdir()
+    before = _state(tmp_path)
+    root = Path(__file__).resolve().parents[2]
+    cwd = os.getcwd()
+    os.chdir(root)
+    try:
+        with _captured() as captured:
+            code = main(["export", *args])
+    finally:
+        os.chdir(cwd)
+    stderr = captured["err"].decode("utf-8", "replace")
+    assert code == 2, stderr
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("modelprov: error: "), stderr
+    assert list((tmp_path / "out").iterdir()) == []
+    assert _state(tmp_path) == before
