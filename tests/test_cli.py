@@ -30,6 +30,7 @@ SUBCOMMANDS = (
     "demo",
     "report",
     "overlay",
+    "quantize",
 )
 
 
@@ -274,7 +275,6 @@ def test_export_to_a_missing_folder_exits_3(capsys, tmp_path):
 
 
 def test_recover_on_onnxscript_output(models, tmp_path):
-    pytest.importorskip("modelprov.onnx._recover")
     folder, _ = models
     out = tmp_path / "recovered.onnx"
     result = cli("recover", str(folder / "dt.onnx"), str(folder / "dt.os.onnx"), "-o", str(out))
@@ -285,7 +285,6 @@ def test_recover_on_onnxscript_output(models, tmp_path):
 
 
 def test_functionize_then_inline(models, tmp_path):
-    pytest.importorskip("modelprov.onnx._functionize")
     folder, _ = models
     functions = tmp_path / "functions.onnx"
     result = cli("functionize", str(folder / "dt.onnx"), "-o", str(functions))
@@ -293,7 +292,6 @@ def test_functionize_then_inline(models, tmp_path):
     report = audit(str(functions))
     assert report.functions, report
     assert all(item.calls >= 1 and item.domain == "pkg.torch.aten" for item in report.functions)
-    pytest.importorskip("modelprov.onnx._inline")
     inlined = tmp_path / "inlined.onnx"
     result = cli("inline", str(functions), "-o", str(inlined))
     assert result.returncode == 0, result.stderr

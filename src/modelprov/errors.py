@@ -11,6 +11,9 @@ what to do. The command line exits with the class's ``exit_code``:
 | ``AnnotationError`` | user annotations or calibration inputs are invalid | 2 |
 | ``PolicyError`` | a merge policy failed or rejected a conflict | 2 |
 | ``CorrespondenceError`` | two models that should correspond do not | 2 |
+| ``QuantizationError`` | quantization cannot run as asked | 2 |
+| ``ExportError`` | a torch.onnx.export keyword modelprov.export cannot honour | 2 |
+| ``VerificationError`` | ``export(verify=True)``: the model does not compute what torch does | 1 |
 | ``OutputError`` | an output cannot be written (folder, permissions, disk) | 3 |
 | ``StableHLOError`` (``LoweringError``) | lowering to StableHLO failed | 4 |
 | ``MissingDependencyError`` | an optional dependency is not installed | 5 |
@@ -24,6 +27,7 @@ __all__ = [
     "AnnotationError",
     "CorrespondenceError",
     "ExitCode",
+    "ExportError",
     "InvalidModelError",
     "LoweringError",
     "MetadataError",
@@ -31,8 +35,10 @@ __all__ = [
     "ModelprovError",
     "OutputError",
     "PolicyError",
+    "QuantizationError",
     "StableHLOError",
     "UsageError",
+    "VerificationError",
 ]
 
 
@@ -112,3 +118,17 @@ class MissingDependencyError(ModelprovError, ImportError):
     """An optional dependency is not installed; the message says which extra to install."""
 
     exit_code = ExitCode.MISSING_DEPENDENCY
+
+
+class QuantizationError(ModelprovError, ValueError):
+    """Quantization cannot run as asked (missing or invalid ranges, a quantizer failure)."""
+
+
+class ExportError(ModelprovError, ValueError):
+    """A torch.onnx.export keyword modelprov.export cannot honour (the message says why)."""
+
+
+class VerificationError(ModelprovError):
+    """export(verify=True): the saved, optimized model does not compute what torch does."""
+
+    exit_code = ExitCode.CHECK_FAILED

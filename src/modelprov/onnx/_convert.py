@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import TypeVar
 
 import onnx
@@ -13,9 +14,17 @@ from modelprov._proto_check import read_proto
 from modelprov.onnx._duplicates import has_duplicate_keys, merge_duplicate_keys
 from modelprov.policy import Policies
 
-__all__ = ["AnyModel", "ModelLike", "as_ir", "to_ir_copy", "to_kind", "without_duplicate_keys"]
+__all__ = [
+    "AnyModel",
+    "ModelLike",
+    "as_ir",
+    "run_on_copy",
+    "to_ir_copy",
+    "without_duplicate_keys",
+]
 
 ModelLike = TypeVar("ModelLike", onnx.ModelProto, ir.Model)
+ResultT = TypeVar("ResultT", bound=ir.passes.PassResult)
 AnyModel = ir.Model | onnx.ModelProto | str | os.PathLike[str]
 
 
@@ -61,8 +70,14 @@ def to_ir_copy(model: onnx.ModelProto | ir.Model, policies: Policies | None = No
     )
 
 
-def to_kind(model: ir.Model, like: onnx.ModelProto | ir.Model) -> onnx.ModelProto | ir.Model:
-    """Returns ``model`` as the same kind as ``like``."""
-    if isinstance(like, onnx.ModelProto):
-        return ir.to_proto(model)
-    return model
+def run_on_copy(
+    pass_: Callable[[ir.Model], ResultT], model: ModelLike, policies: Policies | None = None
+) -> tuple[ModelLike, ResultT]:
+    """Runs an in-place pass on a copy of ``model``: the copying entry points (optimize,
+    functionize, inline) in one place. Returns the changed copy, of the same kind as
+    ``model``, and the pass's result; ``model`` itself is never modified. ``policies``
+    merge a proto's duplicate metadata keys."""
+    result = pass_(to_ir_copy(model, policies))
+    if isinstance(model, onnx.ModelProto):
+        return ir.to_proto(result.model), result
+    return result.model, result

@@ -6,10 +6,9 @@ import onnx
 import onnx_ir as ir
 
 from modelprov._correspond import all_nodes
-from modelprov._sources import Source, collect_sources
+from modelprov._sources import Source, collect_sources, node_label
 from modelprov.errors import UsageError
 from modelprov.onnx._duplicates import merged_entries
-from modelprov.onnx._provenance import node_label
 
 __all__ = ["function_body_sources", "node_sources", "proto_nodes", "sources"]
 
@@ -19,7 +18,10 @@ def node_sources(model: ir.Model) -> list[tuple[ir.Node, list[Source]]]:
     nodes = all_nodes(model.graph)
     table, node_ids = collect_sources(
         dict(model.metadata_props),
-        [(node_label(node, i), dict(node.metadata_props)) for i, node in enumerate(nodes)],
+        [
+            (node_label(node.name, node.op_type, i), dict(node.metadata_props))
+            for i, node in enumerate(nodes)
+        ],
     )
     return [
         (node, [table.by_id(i) for i in ids]) for node, ids in zip(nodes, node_ids, strict=True)
@@ -85,8 +87,8 @@ def sources(model: onnx.ModelProto | ir.Model, node: onnx.NodeProto | ir.Node) -
         nodes = proto_nodes(model.graph)
         entries = [
             (
-                n.name or f"{n.op_type}@{i}",
-                merged_entries(n.metadata_props, where=n.name or f"{n.op_type}@{i}"),
+                node_label(n.name, n.op_type, i),
+                merged_entries(n.metadata_props, where=node_label(n.name, n.op_type, i)),
             )
             for i, n in enumerate(nodes)
         ]
