@@ -220,14 +220,19 @@ def _load_factory(spec: str) -> Callable[[], Any]:
     return factory  # type: ignore[no-any-return]
 
 
+def _call_factory(spec: str) -> Any:
+    """Imports and calls MODULE:FACTORY; whatever it raises becomes a one-line UsageError."""
+    factory = _load_factory(spec)
+    try:
+        return factory()
+    except Exception as error:
+        raise UsageError(f"{spec}: the factory raised {_one_line(error)}") from error
+
+
 def _model_and_inputs(spec: str) -> tuple[Any, tuple[Any, ...], dict[str, Any]]:
     import torch
 
-    factory = _load_factory(spec)
-    try:
-        made = factory()
-    except Exception as error:
-        raise UsageError(f"{spec}: the factory raised {_one_line(error)}") from error
+    made = _call_factory(spec)
     if not isinstance(made, tuple) or len(made) not in (2, 3):
         raise UsageError(
             f"{spec} returned {type(made).__name__}; it must return (model, args) or "
@@ -261,7 +266,7 @@ def _calibration_batches(
     """``--batches FACTORY``'s batches (at most ``--calibrate N`` of them), else N random
     batches like the example inputs (tensors random, other arguments kept as constants)."""
     if args.batches:
-        made = _load_factory(args.batches)()
+        made = _call_factory(args.batches)
         if isinstance(made, str | bytes) or not hasattr(made, "__iter__"):
             raise UsageError(
                 f"{args.batches} returned {type(made).__name__}; it must return an iterable "
