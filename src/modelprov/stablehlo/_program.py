@@ -6,7 +6,6 @@ import dataclasses
 import inspect
 import io
 import os
-import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -215,20 +214,10 @@ def load_exported(path: str | os.PathLike[str]) -> tuple[Any, tuple[np.ndarray[A
 
 
 def _atomic_write(path: str, data: bytes) -> None:
-    # A unique sibling opened with "xb" (exclusive, mode 0666 minus umask like any open()),
-    # then renamed over the target: readers see the old file or the new one, never half.
-    temporary = os.path.join(
-        os.path.dirname(os.path.abspath(path)),
-        f".{os.path.basename(path)}.{os.getpid()}.{uuid.uuid4().hex}.tmp",
-    )
-    try:
-        with open(temporary, "xb") as stream:
-            stream.write(data)
-        os.replace(temporary, path)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
-        raise
+    # modelprov's one atomic writer: umask permissions, stale temporaries cleaned up.
+    from modelprov._io import atomic_write_bytes
+
+    atomic_write_bytes(path, data)
 
 
 def _flatten(value: Any) -> list[Any]:
