@@ -24,6 +24,7 @@ from modelprov.errors import MetadataError
 
 __all__ = [
     "FX_NODE_KEY",
+    "KEPT_FOR_RECALL_KEY",
     "MAX_VALUE_BYTES",
     "NAMESPACE_KEY",
     "NAME_SCOPES_KEY",
@@ -42,6 +43,9 @@ __all__ = [
 TABLE_KEY = "modelprov.sources"
 NODE_SOURCES_KEY = "modelprov.sources"
 OUTPUT_OF_KEY = "modelprov.output_of"
+KEPT_FOR_RECALL_KEY = "modelprov.kept_for_recall"
+"""Node key: source ids the node carries only so that they are not lost (it does not
+compute them: it folded a constant shared with them, or the shape of their output)."""
 TABLE_FORMAT = "modelprov.sources"
 TABLE_VERSION = 1
 RESERVED_PREFIX = "modelprov."

@@ -165,7 +165,7 @@ def _anchors(
     new_values.extend(value for node in new_nodes for value in node.outputs)
     for value in new_values:
         old = old_values.get(value.name or "")
-        if old is not None:
+        if old is not None and _same_type(old, value):
             value_anchors[value] = old
     for new, old in zip(optimized.graph.outputs, original.graph.outputs, strict=True):
         value_anchors.setdefault(new, old)
@@ -202,6 +202,21 @@ def _anchors(
             if new_input is not None and old_input is not None and new_input not in value_anchors:
                 value_anchors[new_input] = old_input
     return node_anchors, value_anchors
+
+
+def _same_type(old: ir.Value, new: ir.Value) -> bool:
+    """False when the two values' known dtypes or known ranks and dimensions differ: a
+    tool reused a name for another tensor (e.g. after moving a reshape upstream)."""
+    if old.dtype is not None and new.dtype is not None and old.dtype != new.dtype:
+        return False
+    if old.shape is None or new.shape is None:
+        return True
+    if len(old.shape) != len(new.shape):
+        return False
+    return all(
+        not isinstance(a, int) or not isinstance(b, int) or a == b
+        for a, b in zip(old.shape, new.shape, strict=True)
+    )
 
 
 _PASS_THROUGH = frozenset({"Identity", "Dropout"})
