@@ -7,20 +7,23 @@ inputs match and the values its outputs match, plus the constant subgraphs feedi
 Every source the node claims must be a source of some node in its region.
 
 Two readings keep the region honest: ``Shape`` and ``Size`` read only the metadata of their
-input (the walk does not go through it), and when a tensor matches several original values
-on one chain (an identity, a cancelling pair), the most upstream one bounds the region, so an
-eliminated no-op may go to the producer or to the consumer of the value replacing it.
+input and ``CastLike`` only the dtype of its second (the walk does not go through them),
+and when a tensor matches several original values on one chain (an identity, a cancelling
+pair), the most upstream one bounds the region, so an eliminated no-op may go to the producer
+or to the consumer of the value replacing it.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Iterable, Sequence
 
 import numpy as np
 import onnx
 import onnx_ir as ir
 
+from modelprov._sources import KEPT_FOR_RECALL_KEY
 from modelprov.onnx._lookup import node_sources
 from tests._checks import run
 
@@ -47,9 +50,13 @@ def run_every_value(model: ir.Model, inputs: Sequence[np.ndarray]) -> dict[str, 
 
 def data_inputs(node: ir.Node) -> list[ir.Value]:
     """The inputs whose contents the node reads."""
-    if node.op_type in METADATA_READERS and node.domain in ("", "ai.onnx"):
-        return []
-    return [value for value in node.inputs if value is not None]
+    inputs = list(node.inputs)
+    if node.domain in ("", "ai.onnx"):
+        if node.op_type in METADATA_READERS:
+            return []
+        if node.op_type == "CastLike":
+            inputs = inputs[:1]
+    return [value for value in inputs if value is not None]
 
 
 def dynamic_values(graph: ir.Graph) -> set[ir.Value]:
@@ -74,7 +81,16 @@ class _Original:
         self.nodes = list(graph)
         self.position = {node: i for i, node in enumerate(self.nodes)}
         self.dynamic = dynamic_values(graph)
+        self.constant = {
+            node for node in self.nodes if not any(v in self.dynamic for v in node.outputs)
+        }
         self.sources = {node: {s.id for s in found} for node, found in node_sources(self.model)}
+        self.operations = {
+            source
+            for node, ids in self.sources.items()
+            if node not in self.constant
+            for source in ids
+        }
         self.ancestry: dict[ir.Node, int] = {}
         for i, node in enumerate(self.nodes):
             bits = 1 << i
@@ -148,6 +164,11 @@ class RegionResult:
     checked: int
     regions: dict[str, set[str]]
     """Node label -> the source ids of its region (for counting other properties)."""
+    shared_constants: dict[str, set[str]]
+    """Node label -> sources it claims only through constants in its region, although they
+    are operations computing on data elsewhere (a constant the exporter shared)."""
+    kept_for_recall: dict[str, set[str]]
+    """Node label -> sources the node marks as carried only so they are not lost."""
 
 
 def check_regions(before: ir.Model, after: ir.Model, inputs: Sequence[np.ndarray]) -> RegionResult:
@@ -204,6 +225,8 @@ def check_regions(before: ir.Model, after: ir.Model, inputs: Sequence[np.ndarray
 
     violations: list[tuple[str, str]] = []
     regions: dict[str, set[str]] = {}
+    shared: dict[str, set[str]] = {}
+    marked_all: dict[str, set[str]] = {}
     checked = 0
     for position, (node, found) in enumerate(node_sources(after)):
         if node.graph is not after.graph:
@@ -227,10 +250,34 @@ def check_regions(before: ir.Model, after: ir.Model, inputs: Sequence[np.ndarray
             continue
         region_nodes = original.region(targets, stops - set(targets))
         allowed: set[str] = set()
+        computed: set[str] = set()
         for each in region_nodes:
             allowed.update(original.sources[each])
+            if each not in original.constant:
+                computed.update(original.sources[each])
         label = node.name or f"{node.op_type}@{position}"
+        marked = set(json.loads(node.metadata_props.get(KEPT_FOR_RECALL_KEY, "[]")))
+        if marked:
+            marked_all[label] = marked
         regions[label] = allowed
-        violations.extend((label, s.id) for s in found if s.id not in allowed)
+        violations.extend(
+            (label, s.id) for s in found if s.id not in allowed and s.id not in marked
+        )
+        through_constants = {
+            s.id
+            for s in found
+            if s.id in allowed
+            and s.id not in computed
+            and s.id in original.operations
+            and s.id not in marked
+        }
+        if through_constants:
+            shared[label] = through_constants
         checked += 1
-    return RegionResult(violations=violations, checked=checked, regions=regions)
+    return RegionResult(
+        violations=violations,
+        checked=checked,
+        regions=regions,
+        shared_constants=shared,
+        kept_for_recall=marked_all,
+    )

@@ -28,15 +28,19 @@ __all__ = ["Change", "Snapshot", "all_graphs", "all_nodes", "diff"]
 
 
 METADATA_READERS = frozenset({"Shape", "Size"})
-"""Ops that read only the shape of their input: folding them never computes the input."""
+"""Ops that read only the shape of their input: folding them never computes the input.
+``CastLike`` reads only the dtype of its second input."""
 
 _SUBGRAPH_OPS = frozenset({"If", "Loop", "Scan"})
 
 
 def data_inputs(node: ir.Node, inputs: Iterable[ir.Value | None]) -> list[ir.Value]:
     """The inputs whose contents the node reads (a Shape or Size reads none)."""
-    if node.op_type in METADATA_READERS and node.domain in ("", "ai.onnx"):
-        return []
+    if node.domain in ("", "ai.onnx"):
+        if node.op_type in METADATA_READERS:
+            return []
+        if node.op_type == "CastLike":
+            inputs = list(inputs)[:1]
     return [value for value in inputs if value is not None]
 
 
@@ -134,7 +138,9 @@ class Change:
         fallback: for new nodes, removed nodes they reach only by reading through the
             input of a ``Shape``/``Size`` (what they compute does not include them); their
             sources go there only when no other node keeps them (recall wins).
-        constant: removed nodes that computed constants (no graph input's contents).
+        constant: old nodes that computed constants (no graph input's contents).
+        produced: for new nodes, the removed nodes whose output values their outputs
+            replaced (what the node itself now computes, even when it is a constant).
     """
 
     absorbed: dict[ir.Node, set[ir.Node]]
@@ -146,6 +152,7 @@ class Change:
     unanchored: list[ir.Node]
     fallback: dict[ir.Node, set[ir.Node]] = dataclasses.field(default_factory=dict)
     constant: set[ir.Node] = dataclasses.field(default_factory=set)
+    produced: dict[ir.Node, set[ir.Node]] = dataclasses.field(default_factory=dict)
 
 
 def _value_replacements(
@@ -292,6 +299,7 @@ def diff(
         return stops
 
     absorbed: dict[ir.Node, set[ir.Node]] = {}
+    produced: dict[ir.Node, set[ir.Node]] = {}
     producerless: list[tuple[ir.Value, list[ir.Value]]] = []
     for new_value, olds in replaced.items():
         producer = producer_now.get(new_value)
@@ -299,6 +307,9 @@ def diff(
             producerless.append((new_value, olds))
             continue
         stops = stops_of(producer)
+        produced.setdefault(producer, set()).update(
+            before.producer[old] for old in olds if before.producer.get(old) in claimable
+        )
         claim = region(olds, stops)
         if claim:
             absorbed.setdefault(producer, set()).update(claim)
@@ -352,6 +363,7 @@ def diff(
     return Change(
         fallback=fallback,
         constant=set(constant),
+        produced={node: olds for node, olds in produced.items() if olds},
         absorbed=absorbed,
         replaced=replaced,
         same=old_of,

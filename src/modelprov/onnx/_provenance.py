@@ -145,14 +145,15 @@ class Provenance:
                 deferred.setdefault(node, set()).update(marked)
         for node, claimed in change.absorbed.items():
             computed = set(updated.get(node, frozenset()))
+            own_outputs = change.produced.get(node, set())
             for old_node in claimed:
-                if old_node not in change.constant:
+                if old_node not in change.constant or old_node in own_outputs:
                     marked = self.kept_for_recall.get(old_node, frozenset())
                     computed.update(self.node_sources.get(old_node, frozenset()) - marked)
                     deferred.setdefault(node, set()).update(marked)
             merged = set(computed)
             for old_node in claimed:
-                if old_node not in change.constant:
+                if old_node not in change.constant or old_node in own_outputs:
                     continue
                 for index in self.node_sources.get(old_node, frozenset()):
                     if index in computed or index not in operations:
