@@ -15,8 +15,9 @@ from collections.abc import Mapping
 import onnx_ir as ir
 
 from modelprov._correspond import all_nodes
-from modelprov._sources import NAME_SCOPES_KEY, _literal_list, fx_node_name
+from modelprov._sources import _literal_list, fx_node_name
 from modelprov.annotation import effective_annotations
+from modelprov.keys import NAME_SCOPES_KEY
 from modelprov.policy import Policies
 
 __all__ = ["apply_annotations", "module_path_of"]

@@ -9,15 +9,14 @@ import dataclasses
 import json
 from collections.abc import Mapping
 
-__all__ = ["ATTRIBUTE_PREFIX", "FxNodeInfo", "OpRecord", "provenance_attributes", "within"]
+from modelprov.keys import STABLEHLO_MODULE_KEY as MODULE_KEY
+from modelprov.keys import STABLEHLO_MODULE_TYPE_KEY as MODULE_TYPE_KEY
+from modelprov.keys import STABLEHLO_NODE_KEY as NODE_KEY
+from modelprov.keys import STABLEHLO_SOURCE_NODE_KEY as SOURCE_NODE_KEY
+from modelprov.keys import STABLEHLO_STACK_KEY as STACK_KEY
+from modelprov.keys import STABLEHLO_TARGET_KEY as TARGET_KEY
 
-ATTRIBUTE_PREFIX = "modelprov."
-NODE_KEY = "modelprov.node"
-SOURCE_NODE_KEY = "modelprov.source_node"
-MODULE_KEY = "modelprov.module"
-MODULE_TYPE_KEY = "modelprov.module_type"
-TARGET_KEY = "modelprov.target"
-STACK_KEY = "modelprov.stack"
+__all__ = ["FxNodeInfo", "OpRecord", "provenance_attributes", "within"]
 
 
 def within(module_path: str, ancestor: str) -> bool:
@@ -36,8 +35,9 @@ class FxNodeInfo:
         module: innermost module path from ``nn_module_stack`` ('' for the root module).
         module_type: qualified class name of that module ('' when unknown).
         target: the ATen target, e.g. ``aten.addmm.default``.
-        file: file of the innermost stack frame (None without a stack trace).
-        line: line of the innermost stack frame (None without a stack trace).
+        file: file of the innermost frame of the user's code (``_stack_trace.user_frame``;
+            None without a stack trace).
+        line: line of that frame (None without a stack trace).
         stack_trace: the node's full stack trace ('' when none).
     """
 
@@ -52,7 +52,7 @@ class FxNodeInfo:
 
     @property
     def stack(self) -> str:
-        """The innermost frame as ``file:line`` ('' when unknown)."""
+        """The user's innermost frame as ``file:line`` ('' when unknown)."""
         return f"{self.file}:{self.line}" if self.file is not None else ""
 
 
