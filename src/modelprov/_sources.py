@@ -24,6 +24,7 @@ from modelprov.errors import MetadataError
 from modelprov.keys import (
     CLASS_HIERARCHY_KEY,
     FX_NODE_KEY,
+    KEPT_FOR_RECALL_KEY,
     NAME_SCOPES_KEY,
     NAMESPACE_KEY,
     NODE_SOURCES_KEY,
@@ -36,6 +37,7 @@ from modelprov.keys import (
 
 __all__ = [
     "FX_NODE_KEY",
+    "KEPT_FOR_RECALL_KEY",
     "MAX_TABLE_BYTES",
     "MAX_VALUE_BYTES",
     "NAMESPACE_KEY",

@@ -27,6 +27,7 @@ __all__ = [
     "HISTOGRAM_FORMAT",
     "INLINE_KEY",
     "INLINE_OUTPUTS_META",
+    "KEPT_FOR_RECALL_KEY",
     "MODULE_CLASS_KEY",
     "MODULE_DOMAIN",
     "NAMESPACE_KEY",
@@ -65,6 +66,9 @@ TABLE_KEY: Final = NODE_SOURCES_KEY
 """Model key: the sources table (the same name as the node key, on the model)."""
 OUTPUT_OF_KEY: Final = "modelprov.output_of"
 """Value key: the ids of the sources whose output the tensor is."""
+KEPT_FOR_RECALL_KEY: Final = "modelprov.kept_for_recall"
+"""Node key: JSON array of source ids the node carries only so that they are not lost (it
+does not compute them: it folded a constant shared with them, or the shape of their output)."""
 CONFIDENCE_KEY: Final = "modelprov.confidence"
 """Node key written by recover: ``exact``, ``named`` or ``inferred``."""
 INLINE_KEY: Final = "modelprov.inline"
