@@ -38,6 +38,7 @@ from typing import Any
 
 from modelprov.annotation import effective_annotations
 from modelprov.policy import MergeContext, Policies
+from modelprov.stablehlo._locations import location_name, relocate
 from modelprov.stablehlo._records import FxNodeInfo, OpRecord, provenance_attributes, within
 
 __all__ = ["AttachResult", "attach"]
@@ -239,12 +240,15 @@ def attach(
     infos: Mapping[str, FxNodeInfo],
     annotations: Mapping[str, Mapping[str, str]],
     policies: Policies,
+    *,
+    relocate_ops: bool = True,
 ) -> AttachResult:
     """Label every op of ``module`` (an ``ir.Module``, edited in place) and return its records.
 
     ``root`` is the first location path component (``ROOT_SCOPE``); ``infos`` the FX nodes
     by name in graph order; ``annotations`` normalized ``{module_path: {key: str}}``. Must be
-    called inside the module's MLIR context.
+    called inside the module's MLIR context. With ``relocate_ops`` every labelled op's
+    location becomes its provenance (``_locations``): module path, source node, user frames.
     """
     from jaxlib.mlir import ir
 
@@ -264,12 +268,28 @@ def attach(
     for op, attributes in planned:
         for key, value in attributes.items():
             op.operation.attributes[key] = ir.StringAttr.get(value)
+    if relocate_ops:
+        relocate(((op.operation, op.nodes) for op in ops), infos)
+        for op, _ in planned:
+            if op.nodes:
+                op.location = _provenance_label(op.nodes, infos)
 
     wrappers = _wrapper_functions(ops)
     records = _records(module, ops, planned, wrappers)
     unattributed = sum(1 for record in records if not record.nodes)
     _LOG.debug("labelled %d ops, %d unattributed", len(records) - unattributed, unattributed)
     return AttachResult(ops=records)
+
+
+def _provenance_label(nodes: Sequence[str], infos: Mapping[str, FxNodeInfo]) -> str:
+    names: list[str] = []
+    for name in nodes:
+        info = infos[name]
+        for node in info.source_nodes or (info.name,):
+            label = location_name(info.module, node)
+            if label not in names:
+                names.append(label)
+    return ";".join(names)
 
 
 def _wrapper_functions(ops: Sequence[_Op]) -> set[int | None]:
