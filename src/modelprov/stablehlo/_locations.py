@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from modelprov._stack_trace import Frame
+from modelprov.stablehlo._frames import is_tool_file
 from modelprov.stablehlo._records import FxNodeInfo
 
 __all__ = [
@@ -125,13 +126,13 @@ def relocate(
 
 
 def without_frames(ir: Any, location: Any) -> Any:
-    """``location`` without the Python frames JAX recorded (they name the lowering's own code).
+    """The location of an op from no FX node: unknown.
 
-    A name keeps its name (``loc("jit(forward)")``); anything else becomes unknown.
+    JAX's location there names the lowering's own code (Python frames of torchax, jax and
+    modelprov, scopes such as ``jit(forward)``), never the model; a plain name left behind
+    could also be mistaken for a source node.
     """
-    if location.typeid == ir.NameLoc.static_typeid:
-        name = str(ir.NameLoc(location).name_str)
-        return ir.Location.name(name, childLoc=ir.Location.unknown())
+    del location
     return ir.Location.unknown()
 
 
@@ -139,8 +140,9 @@ def decode(ir: Any, location: Any) -> list[LocatedSource]:
     """The provenance names in ``location`` (a Location of the binding module ``ir``).
 
     Fused locations give one entry per named part; call sites are searched on their callee;
-    names that are not ``module/node`` (JAX's ``jit(...)`` scopes, argument names) are
-    looked through to their child. Entries are distinct, in order.
+    names that are not ``module/node`` (JAX's ``jit(...)`` scopes, argument names) or whose
+    frames are the lowering tools' (JAX's own locations) are looked through to their child.
+    Entries are distinct, in order.
     """
     found: list[LocatedSource] = []
     pending = [location]
@@ -165,12 +167,13 @@ def decode(ir: Any, location: Any) -> list[LocatedSource]:
 
 
 def _is_frame_chain(ir: Any, location: Any) -> bool:
-    typeid = location.typeid
-    if typeid == ir.UnknownLoc.static_typeid or typeid == ir.CallSiteLoc.static_typeid:
+    """True for what :func:`_frame_location` writes: unknown, or frames of no lowering tool."""
+    if location.typeid == ir.UnknownLoc.static_typeid:
         return True
-    if typeid == ir.NameLoc.static_typeid:
-        return bool(ir.NameLoc(location).child_loc.typeid == ir.FileLineColLoc.static_typeid)
-    return False
+    if location.typeid not in (ir.CallSiteLoc.static_typeid, ir.NameLoc.static_typeid):
+        return False
+    frames = _frames(ir, location)
+    return bool(frames) and not any(is_tool_file(frame.file) for frame in frames)
 
 
 def _frames(ir: Any, location: Any) -> tuple[Frame, ...]:

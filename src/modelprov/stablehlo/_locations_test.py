@@ -77,3 +77,14 @@ def test_names_that_are_no_provenance_are_looked_through() -> None:
         )
         assert decode(ir, jax_scope) == []
         assert decode(ir, ir.Location.name("states[0]")) == []
+        tool_frames = ir.Location.callsite(
+            ir.Location.name(
+                "_aten_add", childLoc=ir.Location.file("/v/torchax/ops/jaten.py", 1, 2)
+            ),
+            [
+                ir.Location.name(
+                    "run_node", childLoc=ir.Location.file("/v/torch/fx/interpreter.py", 3, 4)
+                )
+            ],
+        )
+        assert decode(ir, ir.Location.name("add", childLoc=tool_frames)) == []

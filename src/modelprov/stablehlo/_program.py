@@ -81,10 +81,14 @@ class StableHLOProgram:
         )
 
     def sources(self, op: OpRecord | int) -> tuple[Source, ...]:
-        """The FX nodes ``op`` (a record or its index) was lowered from, as Source records.
+        """The sources ``op`` (a record or its index) was lowered from.
 
-        ``Source.metadata`` holds that node's own ``modelprov.*`` provenance keys and the user
-        keys that apply to its module (inherited from ancestors), before any merging.
+        One source per node of the user's torch.export program: ``id`` is that node's name
+        (the id ONNX exports of the same program write, see ``modelprov.join_sources``),
+        ``fx_node`` the decomposed node the op was lowered from, ``file``/``line`` the user
+        frame its location records. ``Source.metadata`` holds that node's own ``modelprov.*``
+        provenance keys and the user keys that apply to its module (inherited from
+        ancestors), before any merging.
         """
         record = self.ops[op] if isinstance(op, int) else op
         result = []
@@ -94,19 +98,20 @@ class StableHLOProgram:
                 **provenance_attributes(info),
                 **effective_annotations(self.annotations, info.module),
             }
-            result.append(
-                Source(
-                    id=name,
-                    fx_node=name,
-                    module_path=info.module,
-                    module_type=info.module_type,
-                    target=info.target,
-                    file=info.file,
-                    line=info.line,
-                    stack_trace=info.stack_trace,
-                    metadata=metadata,
+            for source_id in info.source_nodes or (name,):
+                result.append(
+                    Source(
+                        id=source_id,
+                        fx_node=name,
+                        module_path=info.module,
+                        module_type=info.module_type,
+                        target=info.target,
+                        file=info.file,
+                        line=info.line,
+                        stack_trace=info.stack_trace,
+                        metadata=metadata,
+                    )
                 )
-            )
         return tuple(result)
 
     def run(self, *args: Any) -> list[np.ndarray[Any, Any]]:
