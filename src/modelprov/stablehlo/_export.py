@@ -20,7 +20,7 @@ from modelprov.stablehlo._lower import ROOT_SCOPE, lower
 from modelprov.stablehlo._program import StableHLOProgram
 from modelprov.stablehlo._torchax_compat import import_torchax
 
-__all__ = ["export_stablehlo", "program_from_exported_program"]
+__all__ = ["export_stablehlo", "program_from_exported_program", "program_module_paths"]
 
 _LOG = logging.getLogger(__name__)
 
@@ -28,8 +28,8 @@ AnnotationValue = str | int | float | bool
 
 
 def export_stablehlo(
-    model: torch.nn.Module,
-    args: tuple[Any, ...],
+    model: torch.nn.Module | torch.export.ExportedProgram,
+    args: tuple[Any, ...] = (),
     kwargs: Mapping[str, Any] | None = None,
     *,
     annotations: Mapping[str, Mapping[str, AnnotationValue]] | None = None,
@@ -44,15 +44,31 @@ def export_stablehlo(
     (the argument wins per key). ``policies`` (default ``DEFAULT_POLICIES``) decides which
     keys are value-scoped (only on the ops producing the module's outputs) and how values
     merge. ``dynamic_shapes`` is passed to ``torch.export.export``. ``trace_options``
-    rewrites or strips the file paths of stack traces (``modelprov.stack``, ``.sources``).
+    rewrites or strips the file paths of stack traces (``modelprov.stack``, ``.sources``,
+    op locations).
+
+    ``model`` may also be a ``torch.export.ExportedProgram`` (then ``args`` and ``kwargs`` are
+    not used, ``dynamic_shapes`` must be None, and annotation paths are checked against the
+    module paths the program records); the result is the same as for the module it came from.
 
     Raises MissingDependencyError without jax/torchax, AnnotationError for an unknown module
     path, StableHLOError (naming the FX node and its source line) when lowering fails.
     """
     import_torchax()  # fail before the slow torch.export when the extra is missing
-    if not isinstance(model, torch.nn.Module):
-        raise TypeError(f"export_stablehlo needs a torch.nn.Module, got {type(model).__name__}")
     chosen = DEFAULT_POLICIES if policies is None else policies
+    if isinstance(model, torch.export.ExportedProgram):
+        if dynamic_shapes is not None:
+            raise ValueError(
+                "dynamic_shapes applies when exporting a module; an ExportedProgram already "
+                "has its shapes (pass dynamic_shapes to torch.export.export instead)"
+            )
+        explicit = normalize_annotations(annotations or {}, program_module_paths(model))
+        return program_from_exported_program(model, explicit, chosen, trace_options=trace_options)
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(
+            "export_stablehlo needs a torch.nn.Module or a torch.export.ExportedProgram, "
+            f"got {type(model).__name__}"
+        )
     merged = _merged_annotations(model, annotations)
 
     exported_program = torch.export.export(
@@ -107,6 +123,17 @@ def program_from_exported_program(
         program.coverage,
     )
     return program
+
+
+def program_module_paths(exported_program: torch.export.ExportedProgram) -> list[str]:
+    """Module paths an ExportedProgram knows: its module call graph and nn_module_stack."""
+    paths: dict[str, None] = {"": None}
+    for entry in exported_program.module_call_graph:
+        paths[str(entry.fqn)] = None
+    for node in exported_program.graph.nodes:
+        for path, _ in (node.meta.get("nn_module_stack") or {}).values():
+            paths[str(path)] = None
+    return list(paths)
 
 
 def _merged_annotations(
