@@ -52,6 +52,8 @@ def test_seed003_code_with_one_import_changed(tmp_path: Path) -> None:
     ]
     loaded, weights = load_exported(tmp_path / "stablehlo_dir" / "forward.mlir")
     assert 'modelprov.source_node = "linear"' in loaded.mlir_module()
+    (reloaded,) = loaded.call(weights, (sample_input[0].numpy(),))
+    assert torch.allclose(output, torch.from_numpy(reloaded.__array__().copy()), atol=1e-5)
     with pytest.raises(ValueError, match="one method"):
         stablehlo_program.get_stablehlo_text("backward")
 
