@@ -31,6 +31,7 @@ def test_public_names() -> None:
             "find_calls",
             "functionize",
             "inline",
+            "join_sources",
             "optimize",
             "optimize_with",
             "overlay",

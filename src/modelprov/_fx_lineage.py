@@ -23,8 +23,8 @@ def export_node_names(node: Any, original_graph_id: int | None = None) -> tuple[
     """Names of the user-program nodes ``node`` (a ``torch.fx.Node``) was made from.
 
     With ``original_graph_id`` (``id()`` of the user's program graph), the walk stops at links
-    of that graph; without it, at the roots of the chain. A node without ``from_node`` is its
-    own origin. Names are distinct, in the order the chain lists them.
+    of that graph (at the roots when none is); without it, at the roots of the chain. A node
+    without ``from_node`` is its own origin. Names are distinct, in the order the chain lists them.
     """
     found: list[str] = []
     pending: list[Any] = list(node.meta.get("from_node") or [])
@@ -43,4 +43,6 @@ def export_node_names(node: Any, original_graph_id: int | None = None) -> tuple[
                 found.append(name)
             continue
         pending.extend(parents)
+    if not found and original_graph_id is not None:
+        return export_node_names(node)  # the program was copied on the way: use the roots
     return tuple(found)

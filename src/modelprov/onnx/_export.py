@@ -18,6 +18,7 @@ from modelprov.onnx._annotations import apply_annotations
 from modelprov.onnx._aten_record import record_aten_calls
 from modelprov.onnx._optimize import OptimizeProvenancePass
 from modelprov.onnx._provenance import Provenance
+from modelprov.onnx._source_nodes import record_source_nodes
 from modelprov.policy import DEFAULT_POLICIES, Policies
 
 __all__ = ["export"]
@@ -59,6 +60,8 @@ def export(
     with torch.fx.traceback.preserve_node_meta():
         program = torch.onnx.export(model, args, None, dynamo=True, optimize=False, **kwargs)
     record_aten_calls(program)
+    original_graph = model.graph if isinstance(model, torch.export.ExportedProgram) else None
+    record_source_nodes(program, id(original_graph) if original_graph is not None else None)
     fx_custom = (
         fx_custom_metadata(program.exported_program) if program.exported_program is not None else {}
     )

@@ -33,12 +33,12 @@ import dataclasses
 import io
 import logging
 import types
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from modelprov.annotation import effective_annotations
 from modelprov.policy import MergeContext, Policies
-from modelprov.stablehlo._locations import location_name, relocate
+from modelprov.stablehlo._locations import location_name, relocate, with_aliases
 from modelprov.stablehlo._records import FxNodeInfo, OpRecord, provenance_attributes, within
 
 __all__ = ["AttachResult", "attach"]
@@ -53,9 +53,14 @@ _FUNCTION_EXITS = frozenset({"func.return", "func.call"})
 
 @dataclasses.dataclass(frozen=True)
 class AttachResult:
-    """The labelled ops of one module, in printing order (see OpRecord)."""
+    """The labelled ops of one module, in printing order (see OpRecord).
+
+    ``aliases``: FX node -> the nodes without ops of their own whose output its ops
+    produce (``_aliases``); they are in the ops' locations too.
+    """
 
     ops: tuple[OpRecord, ...]
+    aliases: Mapping[str, tuple[FxNodeInfo, ...]] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
@@ -242,6 +247,7 @@ def attach(
     policies: Policies,
     *,
     relocate_ops: bool = True,
+    aliases_for: Callable[[set[str]], Mapping[str, tuple[FxNodeInfo, ...]]] | None = None,
 ) -> AttachResult:
     """Label every op of ``module`` (an ``ir.Module``, edited in place) and return its records.
 
@@ -249,6 +255,8 @@ def attach(
     by name in graph order; ``annotations`` normalized ``{module_path: {key: str}}``. Must be
     called inside the module's MLIR context. With ``relocate_ops`` every labelled op's
     location becomes its provenance (``_locations``): module path, source node, user frames.
+    ``aliases_for`` gets the names of the nodes some op was lowered from and returns, per
+    such node, the nodes without ops whose output it produces (added to its locations).
     """
     from jaxlib.mlir import ir
 
@@ -268,23 +276,28 @@ def attach(
     for op, attributes in planned:
         for key, value in attributes.items():
             op.operation.attributes[key] = ir.StringAttr.get(value)
+    with_ops = {name for op in ops for name in op.nodes}
+    aliases = dict(aliases_for(with_ops)) if aliases_for is not None else {}
     if relocate_ops:
-        relocate(((op.operation, op.nodes) for op in ops), infos)
+        relocate(((op.operation, op.nodes) for op in ops), infos, aliases)
         for op, _ in planned:
             if op.nodes:
-                op.location = _provenance_label(op.nodes, infos)
+                op.location = _provenance_label(op.nodes, infos, aliases)
 
     wrappers = _wrapper_functions(ops)
     records = _records(module, ops, planned, wrappers)
     unattributed = sum(1 for record in records if not record.nodes)
     _LOG.debug("labelled %d ops, %d unattributed", len(records) - unattributed, unattributed)
-    return AttachResult(ops=records)
+    return AttachResult(ops=records, aliases=aliases)
 
 
-def _provenance_label(nodes: Sequence[str], infos: Mapping[str, FxNodeInfo]) -> str:
+def _provenance_label(
+    nodes: Sequence[str],
+    infos: Mapping[str, FxNodeInfo],
+    aliases: Mapping[str, tuple[FxNodeInfo, ...]],
+) -> str:
     names: list[str] = []
-    for name in nodes:
-        info = infos[name]
+    for info in with_aliases(nodes, infos, aliases):
         for node in info.source_nodes or (info.name,):
             label = location_name(info.module, node)
             if label not in names:

@@ -14,6 +14,7 @@ from modelprov.annotation import annotations as stored_annotations
 from modelprov.annotation import module_paths, normalize_annotations
 from modelprov.errors import StableHLOError
 from modelprov.policy import DEFAULT_POLICIES, Policies
+from modelprov.stablehlo._aliases import alias_infos
 from modelprov.stablehlo._attach import attach
 from modelprov.stablehlo._fx_nodes import fx_node_infos
 from modelprov.stablehlo._lower import ROOT_SCOPE, lower
@@ -97,7 +98,20 @@ def program_from_exported_program(
 
     with mlir.make_ir_context():
         module = lowered.exported.mlir_module(serialized=False)
-        result = attach(module, ROOT_SCOPE, infos, annotations, policies)
+        result = attach(
+            module,
+            ROOT_SCOPE,
+            infos,
+            annotations,
+            policies,
+            aliases_for=lambda with_ops: alias_infos(
+                lowered.decomposed.graph,
+                exported_program.graph,
+                infos,
+                with_ops,
+                trace_options,
+            ),
+        )
         if not module.operation.verify():
             raise StableHLOError("the StableHLO module does not verify after adding attributes")
         # JAX's own serializer (the one jax.export used), so the artifact stays portable.
@@ -113,6 +127,7 @@ def program_from_exported_program(
         weights=lowered.weights,
         ops=result.ops,
         nodes=infos,
+        aliases=result.aliases,
         annotations={path: dict(values) for path, values in annotations.items()},
         exported_program=lowered.decomposed,
     )

@@ -26,7 +26,7 @@ from modelprov._fx_lineage import export_node_names
 from modelprov.stablehlo._frames import call_stack
 from modelprov.stablehlo._records import FxNodeInfo
 
-__all__ = ["fx_node_infos"]
+__all__ = ["fx_node_infos", "node_info"]
 
 
 def _type_name(module_type: object) -> str:
@@ -54,28 +54,37 @@ def fx_node_infos(
     ``original`` is the graph of the ExportedProgram before decompositions; stack-trace
     paths are rewritten by ``trace_options`` when given.
     """
-    infos: dict[str, FxNodeInfo] = {}
-    for node in _call_nodes(decomposed.nodes):
-        module, module_type = _module_of(node)
-        raw_trace = str(node.meta.get("stack_trace") or "")
-        trace = raw_trace
-        if trace_options is not None:
-            trace = _stack_trace.rewrite_paths(trace, trace_options)
-        frames = call_stack(raw_trace, trace_options)
-        frame = frames[-1] if frames else None
-        target = node.target
-        infos[node.name] = FxNodeInfo(
-            name=node.name,
-            source_nodes=export_node_names(node, id(original)),
-            module=module,
-            module_type=module_type,
-            target=str(target) if isinstance(target, torch._ops.OpOverload) else _name(target),
-            file=frame.file if frame else None,
-            line=frame.line if frame else None,
-            stack_trace=trace,
-            frames=frames,
-        )
-    return infos
+    return {
+        node.name: node_info(node, id(original), trace_options)
+        for node in _call_nodes(decomposed.nodes)
+    }
+
+
+def node_info(
+    node: torch.fx.Node,
+    original_graph_id: int | None,
+    trace_options: _stack_trace.TraceOptions | None = None,
+) -> FxNodeInfo:
+    """Provenance of one call node (see :func:`fx_node_infos`)."""
+    module, module_type = _module_of(node)
+    raw_trace = str(node.meta.get("stack_trace") or "")
+    trace = raw_trace
+    if trace_options is not None:
+        trace = _stack_trace.rewrite_paths(trace, trace_options)
+    frames = call_stack(raw_trace, trace_options)
+    frame = frames[-1] if frames else None
+    target = node.target
+    return FxNodeInfo(
+        name=node.name,
+        source_nodes=export_node_names(node, original_graph_id),
+        module=module,
+        module_type=module_type,
+        target=str(target) if isinstance(target, torch._ops.OpOverload) else _name(target),
+        file=frame.file if frame else None,
+        line=frame.line if frame else None,
+        stack_trace=trace,
+        frames=frames,
+    )
 
 
 def _name(target: object) -> str:

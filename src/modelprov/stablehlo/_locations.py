@@ -33,6 +33,7 @@ __all__ = [
     "location_name",
     "provenance_location",
     "relocate",
+    "with_aliases",
     "without_frames",
 ]
 
@@ -99,8 +100,23 @@ def provenance_location(ir: Any, infos: Sequence[FxNodeInfo]) -> Any:
     return ir.Location.fused(parts)
 
 
+def with_aliases(
+    nodes: Sequence[str],
+    infos: Mapping[str, FxNodeInfo],
+    aliases: Mapping[str, tuple[FxNodeInfo, ...]],
+) -> list[FxNodeInfo]:
+    """The infos of ``nodes``, each followed by the nodes whose output it produces."""
+    result: list[FxNodeInfo] = []
+    for name in nodes:
+        result.append(infos[name])
+        result.extend(aliases.get(name, ()))
+    return result
+
+
 def relocate(
-    operations: Iterable[tuple[Any, Sequence[str]]], infos: Mapping[str, FxNodeInfo]
+    operations: Iterable[tuple[Any, Sequence[str]]],
+    infos: Mapping[str, FxNodeInfo],
+    aliases: Mapping[str, tuple[FxNodeInfo, ...]] | None = None,
 ) -> int:
     """Give each ``(operation, FX node names)`` pair with nodes its provenance location.
 
@@ -119,7 +135,7 @@ def relocate(
         key = tuple(nodes)
         location = cache.get(key)
         if location is None:
-            location = cache[key] = provenance_location(ir, [infos[name] for name in key])
+            location = cache[key] = provenance_location(ir, with_aliases(key, infos, aliases or {}))
         operation.location = location
         count += 1
     return count

@@ -42,6 +42,9 @@ class StableHLOProgram:
             order, with the attributes modelprov set.
         nodes: provenance of the decomposed ExportedProgram's call nodes, by name.
         annotations: the normalized user annotations that were applied.
+        aliases: FX node -> the nodes of the user's program without ops of their own
+            (``dropout`` in eval mode, ``contiguous``...) whose output its ops produce;
+            they are sources of those ops too.
         exported_program: the decomposed ``torch.export.ExportedProgram`` that was lowered;
             its FX node names are the ``modelprov.node`` values.
     """
@@ -54,6 +57,9 @@ class StableHLOProgram:
     nodes: Mapping[str, FxNodeInfo]
     annotations: Mapping[str, Mapping[str, str]]
     exported_program: Any = dataclasses.field(default=None, repr=False, compare=False)
+    aliases: Mapping[str, tuple[FxNodeInfo, ...]] = dataclasses.field(
+        default_factory=dict, repr=False, compare=False
+    )
 
     @property
     def unattributed_ops(self) -> tuple[OpRecord, ...]:
@@ -92,17 +98,21 @@ class StableHLOProgram:
         """
         record = self.ops[op] if isinstance(op, int) else op
         result = []
-        for name in record.nodes:
-            info = self.nodes[name]
+        infos = [
+            info
+            for name in record.nodes
+            for info in (self.nodes[name], *self.aliases.get(name, ()))
+        ]
+        for info in infos:
             metadata = {
                 **provenance_attributes(info),
                 **effective_annotations(self.annotations, info.module),
             }
-            for source_id in info.source_nodes or (name,):
+            for source_id in info.source_nodes or (info.name,):
                 result.append(
                     Source(
                         id=source_id,
-                        fx_node=name,
+                        fx_node=info.name,
                         module_path=info.module,
                         module_type=info.module_type,
                         target=info.target,
