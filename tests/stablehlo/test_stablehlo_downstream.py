@@ -110,8 +110,9 @@ def test_iree_flow_locations_name_module_paths(name: str) -> None:
     attributed = [op for op in read_mlir_sources(flow) if "modelprov.node" in op.attributes]
     assert len(attributed) * 10 < named
     modules = {s.module_path for op in read_mlir_sources(flow) for s in op.sources}
-    expected = {op.module for op in program.ops if op.nodes}
-    assert modules == expected
+    # Every module that made ops is still named; nodes without ops (dropout) may be gone.
+    assert {op.module for op in program.ops if op.nodes} <= modules
+    assert modules <= {s.module_path for op in program.ops for s in program.sources(op)}
 
 
 def test_canonicalize_and_cse_keep_every_surviving_ops_attributes() -> None:

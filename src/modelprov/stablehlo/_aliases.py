@@ -60,7 +60,9 @@ def alias_infos(
             continue
         producer = _producer(node, lambda n: n.name in with_ops)
         if producer is not None:
-            add(producer.name, infos[node.name])
+            own = set(infos[producer.name].source_nodes)
+            if not set(infos[node.name].source_nodes) <= own:
+                add(producer.name, infos[node.name])
 
     # Nodes of the user's program the decompositions removed.
     covered = {source for info in infos.values() for source in info.source_nodes}

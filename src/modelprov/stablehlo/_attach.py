@@ -37,6 +37,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from modelprov.annotation import effective_annotations
+from modelprov.annotation._module_outputs import output_index
 from modelprov.policy import MergeContext, Policies
 from modelprov.stablehlo._locations import location_name, relocate, with_aliases
 from modelprov.stablehlo._records import FxNodeInfo, OpRecord, provenance_attributes, within
@@ -193,12 +194,27 @@ class _Candidate:
     from_output: bool
 
 
+def _produces_output(
+    key: str,
+    module: str,
+    info: FxNodeInfo,
+    output_nodes: Mapping[str, tuple[str, ...]],
+) -> bool:
+    """False when ``key`` is about another output of ``module`` than the one ``info`` makes."""
+    index = output_index(key)
+    outputs = output_nodes.get(module)
+    if index is None or outputs is None or index >= len(outputs):
+        return True
+    return outputs[index] in (info.source_nodes or (info.name,))
+
+
 def _op_values(
     op: _Op,
     flow: _Flow,
     infos: Mapping[str, FxNodeInfo],
     annotations: Mapping[str, Mapping[str, str]],
     policies: Policies,
+    output_nodes: Mapping[str, tuple[str, ...]],
 ) -> dict[str, list[_Candidate]]:
     candidates: dict[str, list[_Candidate]] = {}
 
@@ -223,6 +239,8 @@ def _op_values(
             # its first node's module is no module output: never value-scope constants.
             if scoped and not is_constant and flow.leaves_module(op, module):
                 for key, value in scoped.items():
+                    if not _produces_output(key, module, info, output_nodes):
+                        continue
                     add(key, value, name, True)
     return candidates
 
@@ -248,6 +266,7 @@ def attach(
     *,
     relocate_ops: bool = True,
     aliases_for: Callable[[set[str]], Mapping[str, tuple[FxNodeInfo, ...]]] | None = None,
+    output_nodes: Mapping[str, tuple[str, ...]] | None = None,
 ) -> AttachResult:
     """Label every op of ``module`` (an ``ir.Module``, edited in place) and return its records.
 
@@ -257,6 +276,8 @@ def attach(
     location becomes its provenance (``_locations``): module path, source node, user frames.
     ``aliases_for`` gets the names of the nodes some op was lowered from and returns, per
     such node, the nodes without ops whose output it produces (added to its locations).
+    ``output_nodes`` (module path -> user-program nodes producing its outputs, in order) puts a
+    per-output key (``custom.output1.max``) only on the ops producing that output.
     """
     from jaxlib.mlir import ir
 
@@ -267,7 +288,8 @@ def attach(
         if op.operation.name in _STRUCTURAL:
             continue
         attributes: dict[str, str] = {}
-        for key, candidates in _op_values(op, flow, infos, annotations, policies).items():
+        values = _op_values(op, flow, infos, annotations, policies, output_nodes or {})
+        for key, candidates in values.items():
             merged = _merge(key, candidates, op, policies)
             if merged is not None:
                 attributes[key] = merged

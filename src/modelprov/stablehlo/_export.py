@@ -12,6 +12,7 @@ import torch
 from modelprov._stack_trace import TraceOptions
 from modelprov.annotation import annotations as stored_annotations
 from modelprov.annotation import module_paths, normalize_annotations
+from modelprov.annotation._module_outputs import module_output_nodes, per_output_modules
 from modelprov.errors import StableHLOError
 from modelprov.policy import DEFAULT_POLICIES, Policies
 from modelprov.stablehlo._aliases import alias_infos
@@ -75,8 +76,14 @@ def export_stablehlo(
     exported_program = torch.export.export(
         model, tuple(args), dict(kwargs or {}), dynamic_shapes=dynamic_shapes
     )
+    per_output = per_output_modules(merged)
+    output_nodes = (
+        module_output_nodes(model, tuple(args), kwargs, per_output, exported_program.graph)
+        if per_output
+        else {}
+    )
     return program_from_exported_program(
-        exported_program, merged, chosen, trace_options=trace_options
+        exported_program, merged, chosen, trace_options=trace_options, output_nodes=output_nodes
     )
 
 
@@ -86,8 +93,12 @@ def program_from_exported_program(
     policies: Policies,
     *,
     trace_options: TraceOptions | None = None,
+    output_nodes: Mapping[str, tuple[str, ...]] | None = None,
 ) -> StableHLOProgram:
-    """Lower ``exported_program`` and label its ops (``annotations`` already normalized)."""
+    """Lower ``exported_program`` and label its ops (``annotations`` already normalized).
+
+    ``output_nodes``: module path -> nodes producing its outputs, for per-output keys.
+    """
     lowered = lower(exported_program)
     infos = fx_node_infos(
         lowered.decomposed.graph, exported_program.graph, trace_options=trace_options
@@ -111,6 +122,7 @@ def program_from_exported_program(
                 with_ops,
                 trace_options,
             ),
+            output_nodes=output_nodes,
         )
         if not module.operation.verify():
             raise StableHLOError("the StableHLO module does not verify after adding attributes")

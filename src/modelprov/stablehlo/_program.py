@@ -97,7 +97,7 @@ class StableHLOProgram:
         ancestors), before any merging.
         """
         record = self.ops[op] if isinstance(op, int) else op
-        result = []
+        result: list[Source] = []
         infos = [
             info
             for name in record.nodes
@@ -109,6 +109,8 @@ class StableHLOProgram:
                 **effective_annotations(self.annotations, info.module),
             }
             for source_id in info.source_nodes or (info.name,):
+                if any(source.id == source_id for source in result):
+                    continue  # a node without ops of its own from the same user node
                 result.append(
                     Source(
                         id=source_id,
