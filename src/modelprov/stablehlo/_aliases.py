@@ -26,7 +26,7 @@ _MAX_CHAIN = 10_000
 
 def _has_output(node: torch.fx.Node) -> bool:
     """False for nodes that return nothing (``_assert_tensor_metadata``): no value to alias."""
-    return "val" not in node.meta or node.meta["val"] is not None
+    return node.meta.get("val") is not None
 
 
 def _first_input(node: torch.fx.Node) -> torch.fx.Node | None:
