@@ -19,6 +19,7 @@ import onnx
 import onnx_ir as ir
 
 from modelprov._sources import Source
+from modelprov.keys import SOURCE_NODE_KEY
 from modelprov.onnx._lookup import node_sources
 from modelprov.onnx._provenance import node_label
 
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
 
 __all__ = ["SourceJoin", "join_sources", "shared_ids"]
 
-ONNX_SOURCE_NODE_KEY = "pkg.modelprov.source_node"
+ONNX_SOURCE_NODE_KEY = SOURCE_NODE_KEY
 
 
 @dataclasses.dataclass(frozen=True)

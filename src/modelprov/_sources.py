@@ -21,6 +21,18 @@ from typing import Any
 
 from modelprov import _stack_trace
 from modelprov.errors import MetadataError
+from modelprov.keys import (
+    CLASS_HIERARCHY_KEY,
+    FX_NODE_KEY,
+    NAME_SCOPES_KEY,
+    NAMESPACE_KEY,
+    NODE_SOURCES_KEY,
+    OUTPUT_OF_KEY,
+    RESERVED_PREFIX,
+    STACK_TRACE_KEY,
+    TABLE_FORMAT,
+    TABLE_KEY,
+)
 
 __all__ = [
     "FX_NODE_KEY",
@@ -39,18 +51,7 @@ __all__ = [
     "parse_ids",
 ]
 
-TABLE_KEY = "modelprov.sources"
-NODE_SOURCES_KEY = "modelprov.sources"
-OUTPUT_OF_KEY = "modelprov.output_of"
-TABLE_FORMAT = "modelprov.sources"
 TABLE_VERSION = 1
-RESERVED_PREFIX = "modelprov."
-
-FX_NODE_KEY = "pkg.torch.onnx.fx_node"
-STACK_TRACE_KEY = "pkg.torch.onnx.stack_trace"
-NAME_SCOPES_KEY = "pkg.torch.onnx.name_scopes"
-CLASS_HIERARCHY_KEY = "pkg.torch.onnx.class_hierarchy"
-NAMESPACE_KEY = "namespace"
 
 MAX_VALUE_BYTES = 1 << 20
 """Largest metadata value accepted (1 MiB); larger ones are almost surely not provenance."""
@@ -70,9 +71,11 @@ class Source:
         module_path: qualified name of the module that ran it ('' for the root module).
         module_type: qualified class name of that module ('' when unknown).
         target: the ATen target, e.g. ``aten.transpose.int`` ('' when unknown).
-        file: file of the innermost stack frame (None when there is no trace).
-        line: line of the innermost stack frame.
-        stack_trace: the full stack trace ('' when none).
+        file: file of the innermost frame of the user's own code (frames of torch,
+            modelprov, the standard library and site-packages skipped; see
+            ``_stack_trace.user_frame``); None when there is no trace.
+        line: line of that frame.
+        stack_trace: the full stack trace ('' when none); ``frames()`` parses it.
         metadata: every original key/value pair of the source, unchanged.
     """
 
@@ -86,16 +89,28 @@ class Source:
     stack_trace: str
     metadata: Mapping[str, str]
 
+    def frames(self) -> list[_stack_trace.Frame]:
+        """The whole stack of this source, outermost frame first (first trace if merged)."""
+        traces = _stack_trace.split_merged_traces(self.stack_trace)
+        return _stack_trace.frames(traces[0]) if traces else []
+
     @classmethod
-    def from_metadata(cls, source_id: str, metadata: Mapping[str, str]) -> Source:
-        """Builds a source from one node's original metadata."""
+    def from_metadata(
+        cls,
+        source_id: str,
+        metadata: Mapping[str, str],
+        *,
+        user_code: _stack_trace.UserCode | None = None,
+    ) -> Source:
+        """Builds a source from one node's original metadata; ``user_code`` says which
+        files are the user's (default: outside torch, modelprov, stdlib, site-packages)."""
         fx_text = metadata.get(FX_NODE_KEY, "")
         fx_match = _FX_NAME.match(fx_text)
         target_match = _FX_TARGET.search(fx_text)
         scopes = _literal_list(metadata.get(NAME_SCOPES_KEY, ""))
         classes = _literal_list(metadata.get(CLASS_HIERARCHY_KEY, ""))
         trace = metadata.get(STACK_TRACE_KEY, "")
-        frame = _stack_trace.innermost_frame(trace) if trace else None
+        frame = _stack_trace.user_frame(trace, user_code) if trace else None
         target = target_match["target"] if target_match else ""
         if not target and classes and classes[-1].startswith("aten."):
             target = classes[-1]
@@ -278,6 +293,21 @@ def check_text(metadata: Mapping[Any, Any], *, where: str) -> None:
                 f"({value!r:.60}); fix it or run modelprov recover, which repairs "
                 "invalid metadata"
             )
+
+
+def node_label(name: str | None, op_type: str, position: int) -> str:
+    """How source ids and messages name a node: its name, or ``<op_type>@<position>`` (its
+    index in graph order, subgraphs after their parent) when it has none."""
+    return name or f"{op_type}@{position}"
+
+
+def carries_source(label: str, metadata: Mapping[str, str], source: Source) -> bool:
+    """True when a node's own metadata holds ``source`` verbatim and identifies it, so the
+    node needs neither ``modelprov.sources`` nor a table entry for it."""
+    return (
+        original_metadata(metadata) == dict(source.metadata)
+        and own_source_id(label, metadata) == source.id
+    )
 
 
 def own_source_id(label: str, metadata: Mapping[str, str]) -> str:

@@ -8,12 +8,15 @@ from __future__ import annotations
 __all__ = [
     "AnnotationError",
     "CorrespondenceError",
+    "ExportError",
     "InvalidModelError",
     "MetadataError",
     "MissingDependencyError",
     "ModelprovError",
     "PolicyError",
+    "QuantizationError",
     "StableHLOError",
+    "VerificationError",
 ]
 
 
@@ -47,3 +50,15 @@ class StableHLOError(ModelprovError):
 
 class MissingDependencyError(ModelprovError, ImportError):
     """An optional dependency is not installed; the message says which extra to install."""
+
+
+class QuantizationError(ModelprovError, ValueError):
+    """Quantization cannot run as asked (missing or invalid ranges, a quantizer failure)."""
+
+
+class ExportError(ModelprovError, ValueError):
+    """A torch.onnx.export keyword modelprov.export cannot honour (the message says why)."""
+
+
+class VerificationError(ModelprovError):
+    """export(verify=True): the saved, optimized model does not compute what torch does."""

@@ -21,7 +21,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
-from modelprov import _stack_trace
+from modelprov import _stack_trace, keys
 from modelprov.errors import PolicyError
 
 __all__ = [
@@ -388,28 +388,18 @@ class Policies(Mapping[str, Policy]):
         return result
 
 
-_CALIBRATION_KEYS = (
-    "custom.min",
-    "custom.max",
-    "custom.mean",
-    "custom.std",
-    "custom.histogram",
-    "custom.p[0-9]*",
-    "custom.output[0-9]*",
-)
-
 DEFAULT_POLICIES = Policies(
     {
-        "namespace": common_prefix,
-        "pkg.torch.onnx.class_hierarchy": common_prefix,
-        "pkg.torch.onnx.name_scopes": common_prefix,
-        "pkg.torch.onnx.fx_node": join("\n"),
-        "pkg.torch.onnx.stack_trace": stack_traces,
-        "pkg.torch.export.*": union,
-        "pkg.onnxscript.rewriter.rule_name": join(", "),
-        "pkg.onnxscript.optimizer.folded_from": union,
-        "pkg.modelprov.aten_call": join("\n"),
-        **dict.fromkeys(_CALIBRATION_KEYS, from_output),
+        keys.NAMESPACE_KEY: common_prefix,
+        keys.CLASS_HIERARCHY_KEY: common_prefix,
+        keys.NAME_SCOPES_KEY: common_prefix,
+        keys.FX_NODE_KEY: join("\n"),
+        keys.STACK_TRACE_KEY: stack_traces,
+        keys.TORCH_EXPORT_KEY_PATTERN: union,
+        keys.ONNXSCRIPT_RULE_NAME_KEY: join(", "),
+        keys.ONNXSCRIPT_FOLDED_FROM_KEY: union,
+        keys.ATEN_CALL_KEY: join("\n"),
+        **dict.fromkeys(keys.CALIBRATION_KEY_PATTERNS, from_output),
     }
 )
 """Policies for every key torch.onnx and onnxscript write, and the calibration keys.

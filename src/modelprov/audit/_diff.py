@@ -12,6 +12,7 @@ import onnx_ir as ir
 from modelprov._correspond import all_nodes
 from modelprov._sources import Source
 from modelprov.audit._audit import has_provenance
+from modelprov.keys import DIFF_FORMAT
 from modelprov.onnx._convert import AnyModel, as_ir
 from modelprov.onnx._lookup import node_sources
 
@@ -87,7 +88,7 @@ class DiffReport:
             }
 
         return {
-            "format": "modelprov.diff",
+            "format": DIFF_FORMAT,
             "version": 1,
             "nodes_before": self.nodes_before,
             "nodes_after": self.nodes_after,

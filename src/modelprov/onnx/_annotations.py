@@ -16,9 +16,10 @@ from collections.abc import Mapping
 import onnx_ir as ir
 
 from modelprov._correspond import all_nodes
-from modelprov._sources import NAME_SCOPES_KEY, _literal_list, fx_node_name
+from modelprov._sources import _literal_list, fx_node_name
 from modelprov.annotation import effective_annotations
 from modelprov.annotation._module_outputs import output_index
+from modelprov.keys import NAME_SCOPES_KEY
 from modelprov.onnx._source_nodes import SOURCE_NODE_KEY
 from modelprov.policy import Policies
 

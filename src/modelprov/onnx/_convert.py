@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import TypeVar
 
 import onnx
@@ -10,9 +11,10 @@ import onnx_ir as ir
 
 from modelprov._io import load_model
 
-__all__ = ["AnyModel", "ModelLike", "as_ir", "to_ir_copy", "to_kind"]
+__all__ = ["AnyModel", "ModelLike", "as_ir", "run_on_copy", "to_ir_copy"]
 
 ModelLike = TypeVar("ModelLike", onnx.ModelProto, ir.Model)
+ResultT = TypeVar("ResultT", bound=ir.passes.PassResult)
 AnyModel = ir.Model | onnx.ModelProto | str | os.PathLike[str]
 
 
@@ -40,8 +42,13 @@ def to_ir_copy(model: onnx.ModelProto | ir.Model) -> ir.Model:
     )
 
 
-def to_kind(model: ir.Model, like: onnx.ModelProto | ir.Model) -> onnx.ModelProto | ir.Model:
-    """Returns ``model`` as the same kind as ``like``."""
-    if isinstance(like, onnx.ModelProto):
-        return ir.to_proto(model)
-    return model
+def run_on_copy(
+    pass_: Callable[[ir.Model], ResultT], model: ModelLike
+) -> tuple[ModelLike, ResultT]:
+    """Runs an in-place pass on a copy of ``model``: the copying entry points (optimize,
+    functionize, inline) in one place. Returns the changed copy, of the same kind as
+    ``model``, and the pass's result; ``model`` itself is never modified."""
+    result = pass_(to_ir_copy(model))
+    if isinstance(model, onnx.ModelProto):
+        return ir.to_proto(result.model), result
+    return result.model, result

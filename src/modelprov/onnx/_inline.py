@@ -17,17 +17,17 @@ from typing import Any, overload
 import onnx
 import onnx_ir as ir
 
-from modelprov.onnx._call_provenance import rewrite_table
-from modelprov.onnx._convert import to_ir_copy, to_kind
-from modelprov.onnx._provenance import Provenance
-from modelprov.onnx._wrap import (
+from modelprov.keys import (
     ATEN_DOMAIN,
     CONSTANT_OF_KEY,
     INLINE_KEY,
-    INLINE_VERSION,
+    INLINE_OUTPUTS_META,
     MODULE_DOMAIN,
-    type_from_json,
 )
+from modelprov.onnx._call_provenance import rewrite_table
+from modelprov.onnx._convert import run_on_copy
+from modelprov.onnx._provenance import Provenance
+from modelprov.onnx._wrap import INLINE_VERSION, type_from_json
 
 __all__ = ["InlinePass", "inline"]
 
@@ -70,10 +70,10 @@ class InlinePass(ir.passes.InPlacePass):
             expanded += 1
             pending = [node for node in new_nodes if _is_ours(node, functions)] + pending
         _resolve_constants(graph, placeholders)
-        _drop_unused_functions(model)
+        dropped = _drop_unused_functions(model)
         if expanded:
             rewrite_table(model, provenance.table)
-        return ir.passes.PassResult(model, modified=expanded > 0)
+        return ir.passes.PassResult(model, modified=expanded > 0 or dropped)
 
 
 def _is_ours(node: ir.Node, functions: Mapping[ir.OperatorIdentifier, ir.Function]) -> bool:
@@ -90,7 +90,7 @@ def _unique(name: str, names: set[str]) -> str:
 
 
 def _function_outputs(call: ir.Node, new_nodes: list[ir.Node]) -> list[ir.Value]:
-    mapping: dict[str, ir.Value] = call.meta["modelprov.outputs"]
+    mapping: dict[str, ir.Value] = call.meta[INLINE_OUTPUTS_META]
     return [mapping[str(index)] for index in range(len(call.outputs))]
 
 
@@ -166,7 +166,7 @@ def _expand(
         if constant_of is not None:
             placeholders.append((copy, constant_of))
         new_nodes.append(copy)
-    call.meta["modelprov.outputs"] = outputs
+    call.meta[INLINE_OUTPUTS_META] = outputs
     return new_nodes
 
 
@@ -194,7 +194,9 @@ def _resolve_constants(graph: ir.Graph, placeholders: list[tuple[ir.Node, str]])
         graph.remove(node, safe=True)
 
 
-def _drop_unused_functions(model: ir.Model) -> None:
+def _drop_unused_functions(model: ir.Model) -> bool:
+    """Removes functionize's functions and domains nothing uses; True when it removed any."""
+    dropped = False
     while True:
         used: set[ir.OperatorIdentifier] = set()
         for node in ir.traversal.RecursiveGraphIterator(model.graph):
@@ -207,11 +209,14 @@ def _drop_unused_functions(model: ir.Model) -> None:
             break
         for key in unused:
             del model.functions[key]
+            dropped = True
     domains = {key[0] for key in model.functions}
     domains.update(node.domain for node in ir.traversal.RecursiveGraphIterator(model.graph))
     for domain in _DOMAINS:
-        if domain not in domains:
-            model.opset_imports.pop(domain, None)
+        if domain not in domains and domain in model.opset_imports:
+            del model.opset_imports[domain]
+            dropped = True
+    return dropped
 
 
 @overload
@@ -228,6 +233,5 @@ def inline(model: onnx.ModelProto | ir.Model) -> onnx.ModelProto | ir.Model:
         The inlined model, of the same kind; for ``inline(functionize(m))`` node for node
         ``m`` (ops, attributes, topology, names, metadata).
     """
-    working = to_ir_copy(model)
-    InlinePass()(working)
-    return to_kind(working, model)
+    inlined, _ = run_on_copy(InlinePass(), model)
+    return inlined

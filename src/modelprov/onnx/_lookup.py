@@ -6,8 +6,7 @@ import onnx
 import onnx_ir as ir
 
 from modelprov._correspond import all_nodes
-from modelprov._sources import Source, collect_sources
-from modelprov.onnx._provenance import node_label
+from modelprov._sources import Source, collect_sources, node_label
 
 __all__ = ["node_sources", "proto_nodes", "sources"]
 
@@ -17,7 +16,10 @@ def node_sources(model: ir.Model) -> list[tuple[ir.Node, list[Source]]]:
     nodes = all_nodes(model.graph)
     table, node_ids = collect_sources(
         dict(model.metadata_props),
-        [(node_label(node, i), dict(node.metadata_props)) for i, node in enumerate(nodes)],
+        [
+            (node_label(node.name, node.op_type, i), dict(node.metadata_props))
+            for i, node in enumerate(nodes)
+        ],
     )
     return [
         (node, [table.by_id(i) for i in ids]) for node, ids in zip(nodes, node_ids, strict=True)
@@ -55,7 +57,7 @@ def sources(model: onnx.ModelProto | ir.Model, node: onnx.NodeProto | ir.Node) -
     if isinstance(model, onnx.ModelProto) and isinstance(node, onnx.NodeProto):
         nodes = proto_nodes(model.graph)
         entries = [
-            (n.name or f"{n.op_type}@{i}", {e.key: e.value for e in n.metadata_props})
+            (node_label(n.name, n.op_type, i), {e.key: e.value for e in n.metadata_props})
             for i, n in enumerate(nodes)
         ]
         table, node_ids = collect_sources({e.key: e.value for e in model.metadata_props}, entries)

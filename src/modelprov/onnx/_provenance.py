@@ -13,20 +13,22 @@ from collections.abc import Iterable, Mapping
 
 import onnx_ir as ir
 
-from modelprov import _stack_trace
+from modelprov import _sources, _stack_trace
 from modelprov._correspond import Change, all_graphs, all_nodes
 from modelprov._sources import (
+    Source,
+    SourceTable,
+    carries_source,
+    collect_sources,
+    dump_ids,
+    parse_ids,
+)
+from modelprov.keys import (
     NODE_SOURCES_KEY,
     OUTPUT_OF_KEY,
     RESERVED_PREFIX,
     STACK_TRACE_KEY,
     TABLE_KEY,
-    Source,
-    SourceTable,
-    collect_sources,
-    dump_ids,
-    own_source_id,
-    parse_ids,
 )
 from modelprov.policy import DEFAULT_POLICIES, MergeContext, Policies
 
@@ -37,7 +39,7 @@ logger = logging.getLogger(__name__)
 
 def node_label(node: ir.Node, position: int) -> str:
     """A node's name, or ``<op_type>@<position>`` for unnamed nodes."""
-    return node.name or f"{node.op_type}@{position}"
+    return _sources.node_label(node.name, node.op_type, position)
 
 
 def _rewritten(source: Source, options: _stack_trace.TraceOptions) -> Source:
@@ -46,7 +48,7 @@ def _rewritten(source: Source, options: _stack_trace.TraceOptions) -> Source:
         return source
     metadata = dict(source.metadata)
     metadata[STACK_TRACE_KEY] = _stack_trace.rewrite_paths(trace, options)
-    return Source.from_metadata(source.id, metadata)
+    return Source.from_metadata(source.id, metadata, user_code=options.user_code)
 
 
 @dataclasses.dataclass
@@ -84,13 +86,14 @@ class Provenance:
     def _read_value_sources(self, model: ir.Model) -> dict[ir.Value, frozenset[int]]:
         derived = self.derived_value_sources(model)
         result: dict[ir.Value, frozenset[int]] = {}
-        for value, sources in derived.items():
+        # Every node output: an explicit output_of also counts on a node with several sources.
+        for value in (value for node in all_nodes(model.graph) for value in node.outputs):
             explicit = value.metadata_props.get(OUTPUT_OF_KEY)
             if explicit is not None:
                 ids = parse_ids(explicit, where=f"value {value.name!r}")
                 result[value] = frozenset(self.table.index_of(i) for i in ids if i in self.table)
-            else:
-                result[value] = sources
+            elif value in derived:
+                result[value] = derived[value]
         return result
 
     def derived_value_sources(self, model: ir.Model) -> dict[ir.Value, frozenset[int]]:
@@ -185,8 +188,7 @@ class Provenance:
 
     def _carries(self, index: int, label: str, merged: Mapping[str, str]) -> bool:
         """True when a node's own metadata identifies and holds its one source verbatim."""
-        source = self.table[index]
-        return dict(merged) == dict(source.metadata) and own_source_id(label, merged) == source.id
+        return carries_source(label, merged, self.table[index])
 
     def _write_value(
         self, value: ir.Value, policies: Policies, derived: frozenset[int] | None

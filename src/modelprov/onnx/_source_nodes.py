@@ -17,10 +17,10 @@ import torch
 from modelprov._correspond import all_nodes
 from modelprov._fx_lineage import export_node_names
 from modelprov._sources import fx_node_name
+from modelprov.keys import SOURCE_NODE_KEY
 
 __all__ = ["SOURCE_NODE_KEY", "format_source_nodes", "record_source_nodes"]
 
-SOURCE_NODE_KEY = "pkg.modelprov.source_node"
 
 
 def format_source_nodes(names: tuple[str, ...]) -> str:

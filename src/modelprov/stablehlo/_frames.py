@@ -1,13 +1,11 @@
 """Pick the frames of an FX node's stack trace that say where the user's model made it.
 
 torch.export records the Python frames of the model's ``forward`` calls (outermost first).
-The user frame is the innermost one in the user's own code: frames of installed packages
-(``site-packages``/``dist-packages``, e.g. ``torch/nn/modules/linear.py``) and of the tools
-that lower the model (modelprov, torchax, jax) are skipped. A model made only of library
-modules (a bare ``nn.Sequential``, a transformers config) has no such frame; then the
-innermost frame outside the tools is taken, which names the library's model code.
-
-Kept small and local on purpose; ``modelprov._stack_trace`` may grow a shared rule later.
+The user frame is ``modelprov._stack_trace.user_frame`` (the rule ``Source.file``/``line`` use,
+``TraceOptions.user_code`` included) applied to the frames that are not the lowering tools'
+(modelprov, torchax, jax, torch's tracing machinery): the innermost frame of the user's own
+code, else of the library's model code (a bare ``nn.Sequential``, a transformers config).
+The call stack is the frames from the outermost down to it, tools skipped.
 """
 
 from __future__ import annotations
@@ -39,12 +37,14 @@ def is_library_file(path: str) -> bool:
     return bool(_LIBRARY.search(path)) or is_tool_file(path)
 
 
-def _user_index(parsed: Sequence[Frame]) -> int | None:
-    candidates = [i for i, frame in enumerate(parsed) if not is_tool_file(frame.file)]
+def _user_index(parsed: Sequence[Frame], options: TraceOptions | None) -> int | None:
+    candidates = [frame for frame in parsed if not is_tool_file(frame.file)]
     if not candidates:
         return None
-    own = [i for i in candidates if not is_library_file(parsed[i].file)]
-    return own[-1] if own else candidates[-1]
+    chosen = _stack_trace.user_frame(candidates, options.user_code if options else None)
+    if chosen is None:
+        return None
+    return max(i for i, frame in enumerate(parsed) if frame is chosen)
 
 
 def call_stack(trace: str, options: TraceOptions | None = None) -> tuple[Frame, ...]:
@@ -58,7 +58,7 @@ def call_stack(trace: str, options: TraceOptions | None = None) -> tuple[Frame, 
     if not traces:
         return ()
     parsed = _stack_trace.frames(traces[0])
-    index = _user_index(parsed)
+    index = _user_index(parsed, options)
     if index is None:
         return ()
     kept = [frame for frame in parsed[: index + 1] if not is_tool_file(frame.file)]

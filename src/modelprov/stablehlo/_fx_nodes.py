@@ -23,6 +23,7 @@ import torch
 
 from modelprov import _stack_trace
 from modelprov._fx_lineage import export_node_names
+from modelprov._torch_compat import is_op_overload
 from modelprov.stablehlo._frames import call_stack
 from modelprov.stablehlo._records import FxNodeInfo
 
@@ -71,7 +72,7 @@ def node_info(
     trace = raw_trace
     if trace_options is not None:
         trace = _stack_trace.rewrite_paths(trace, trace_options)
-    frames = call_stack(raw_trace, trace_options)
+    frames = call_stack(raw_trace, trace_options)  # user frame: _stack_trace.user_frame
     frame = frames[-1] if frames else None
     target = node.target
     return FxNodeInfo(
@@ -79,7 +80,7 @@ def node_info(
         source_nodes=export_node_names(node, original_graph_id),
         module=module,
         module_type=module_type,
-        target=str(target) if isinstance(target, torch._ops.OpOverload) else _name(target),
+        target=str(target) if is_op_overload(target) else _name(target),
         file=frame.file if frame else None,
         line=frame.line if frame else None,
         stack_trace=trace,

@@ -21,15 +21,13 @@ from typing import Any
 from modelprov._sources import Source
 from modelprov._stack_trace import Frame
 from modelprov.errors import StableHLOError
+from modelprov.keys import STABLEHLO_MODULE_KEY as MODULE_KEY
+from modelprov.keys import STABLEHLO_MODULE_TYPE_KEY as MODULE_TYPE_KEY
+from modelprov.keys import STABLEHLO_NODE_KEY as NODE_KEY
+from modelprov.keys import STABLEHLO_SOURCE_NODE_KEY as SOURCE_NODE_KEY
+from modelprov.keys import STABLEHLO_STACK_KEY as STACK_KEY
+from modelprov.keys import STABLEHLO_TARGET_KEY as TARGET_KEY
 from modelprov.stablehlo._locations import LocatedSource, decode
-from modelprov.stablehlo._records import (
-    MODULE_KEY,
-    MODULE_TYPE_KEY,
-    NODE_KEY,
-    SOURCE_NODE_KEY,
-    STACK_KEY,
-    TARGET_KEY,
-)
 
 __all__ = ["MlirOp", "read_mlir_sources", "sources_from"]
 

@@ -10,16 +10,14 @@ import json
 from collections.abc import Mapping
 
 from modelprov._stack_trace import Frame
+from modelprov.keys import STABLEHLO_MODULE_KEY as MODULE_KEY
+from modelprov.keys import STABLEHLO_MODULE_TYPE_KEY as MODULE_TYPE_KEY
+from modelprov.keys import STABLEHLO_NODE_KEY as NODE_KEY
+from modelprov.keys import STABLEHLO_SOURCE_NODE_KEY as SOURCE_NODE_KEY
+from modelprov.keys import STABLEHLO_STACK_KEY as STACK_KEY
+from modelprov.keys import STABLEHLO_TARGET_KEY as TARGET_KEY
 
-__all__ = ["ATTRIBUTE_PREFIX", "FxNodeInfo", "OpRecord", "provenance_attributes", "within"]
-
-ATTRIBUTE_PREFIX = "modelprov."
-NODE_KEY = "modelprov.node"
-SOURCE_NODE_KEY = "modelprov.source_node"
-MODULE_KEY = "modelprov.module"
-MODULE_TYPE_KEY = "modelprov.module_type"
-TARGET_KEY = "modelprov.target"
-STACK_KEY = "modelprov.stack"
+__all__ = ["FxNodeInfo", "OpRecord", "provenance_attributes", "within"]
 
 
 def within(module_path: str, ancestor: str) -> bool:
@@ -39,8 +37,8 @@ class FxNodeInfo:
         module: innermost module path from ``nn_module_stack`` ('' for the root module).
         module_type: qualified class name of that module ('' when unknown).
         target: the ATen target, e.g. ``aten.addmm.default``.
-        file: file of the user frame: the innermost frame of the user's own code, else the
-            innermost frame outside the lowering tools (None without a stack trace).
+        file: file of the innermost frame of the user's code (``_stack_trace.user_frame``
+            on the raw trace, then paths rewritten; None without a stack trace).
         line: line of that frame (None without a stack trace).
         stack_trace: the node's full stack trace ('' when none).
         frames: the call stack down to the user frame (outermost first, tools skipped,
@@ -59,7 +57,7 @@ class FxNodeInfo:
 
     @property
     def stack(self) -> str:
-        """The innermost frame as ``file:line`` ('' when unknown)."""
+        """The user's innermost frame as ``file:line`` ('' when unknown)."""
         return f"{self.file}:{self.line}" if self.file is not None else ""
 
 
