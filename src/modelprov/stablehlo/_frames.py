@@ -17,9 +17,8 @@ from collections.abc import Sequence
 from modelprov import _stack_trace
 from modelprov._stack_trace import Frame, TraceOptions
 
-__all__ = ["call_stack", "is_library_file", "is_tool_file"]
+__all__ = ["call_stack", "is_tool_file"]
 
-_LIBRARY = re.compile(r"[/\\](?:site|dist)-packages[/\\]")
 _TOOLS = re.compile(
     r"(?:^|[/\\])(?:modelprov|torchax|jax|jaxlib)[/\\]"
     r"|(?:^|[/\\])torch[/\\](?:fx|_\w+|export|utils|autograd)[/\\]"
@@ -30,11 +29,6 @@ _TOOLS = re.compile(
 def is_tool_file(path: str) -> bool:
     """True for files of the lowering tools and torch's tracing machinery."""
     return bool(_TOOLS.search(path))
-
-
-def is_library_file(path: str) -> bool:
-    """True for files of installed packages (and tools)."""
-    return bool(_LIBRARY.search(path)) or is_tool_file(path)
 
 
 def _user_index(parsed: Sequence[Frame], options: TraceOptions | None) -> int | None:

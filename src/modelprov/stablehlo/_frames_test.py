@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from modelprov._stack_trace import TraceOptions
-from modelprov.stablehlo._frames import call_stack, is_library_file, is_tool_file
+from modelprov.stablehlo._frames import call_stack, is_tool_file
 
 _SITE = "/venv/lib/python3.11/site-packages"
 _TRACE = f'''File "/home/me/proj/model.py", line 30, in forward
@@ -48,6 +48,10 @@ def test_classification() -> None:
     assert is_tool_file("/src/modelprov/stablehlo/_lower.py")
     assert is_tool_file(f"{_SITE}/torch/fx/interpreter.py")
     assert not is_tool_file(f"{_SITE}/torch/nn/modules/linear.py")
-    assert is_library_file(f"{_SITE}/transformers/models/llama/modeling_llama.py")
-    assert not is_library_file("/home/me/proj/model.py")
     assert call_stack("") == ()
+
+
+def test_user_code_option_chooses_the_user_frame() -> None:
+    only_model = TraceOptions(user_code=lambda path: path.endswith("model.py"))
+    frames = call_stack(_TRACE, only_model)
+    assert [(f.file, f.line) for f in frames] == [("/home/me/proj/model.py", 30)]
