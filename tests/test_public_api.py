@@ -44,6 +44,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "find_calls",
         "functionize",
         "inline",
+        "join_sources",
         "optimize",
         "optimize_with",
         "overlay",
@@ -129,6 +130,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "RECOVER_REPORT_FORMAT",
         "REPORT_FORMAT",
         "RESERVED_PREFIX",
+        "SOURCE_NODE_KEY",
         "STABLEHLO_MODULE_KEY",
         "STABLEHLO_MODULE_TYPE_KEY",
         "STABLEHLO_NODE_KEY",
@@ -174,10 +176,15 @@ PUBLIC_API: dict[str, list[str]] = {
     ],
     "modelprov.stablehlo": [
         "FxNodeInfo",
+        "MlirOp",
         "OpRecord",
+        "StableHLOExportOptions",
+        "StableHLOGraphModule",
         "StableHLOProgram",
         "export_stablehlo",
+        "exported_program_to_stablehlo",
         "load_exported",
+        "read_mlir_sources",
     ],
 }
 
