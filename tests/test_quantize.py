@@ -247,6 +247,16 @@ def test_qdq_pairs_belong_to_the_producer_weights_to_the_consumer() -> None:
         weight_dq = by_output[second_gemm.input[slot]]
         assert weight_dq.op_type == "DequantizeLinear"
         assert fx_nodes(weight_dq) == fx_nodes(second_gemm) == ["linear_1"]
+    # The first Gemm absorbed the Relu (sources linear and relu); its weights, bias and input
+    # chains belong to the Linear alone, in the Linear's namespace.
+    first_gemm = by_output["relu"]
+    assert fx_nodes(first_gemm) == ["linear", "relu"]
+    float_linear = next(node for node in float_model.graph.node if node.output[0] == "linear")
+    for slot in (0, 1, 2):
+        dequantize = by_output[first_gemm.input[slot]]
+        assert dequantize.op_type == "DequantizeLinear"
+        assert fx_nodes(dequantize) == ["linear"], first_gemm.input[slot]
+        assert namespace(dequantize) == namespace(float_linear)
     # Ranges stay on the tensors they describe, not on Q/DQ nodes.
     infos = {
         info.name: {e.key: e.value for e in info.metadata_props}
