@@ -264,7 +264,6 @@ def test_export_errors_exit_2(capsys, tmp_path, args, message):
 
 
 def test_recover_on_onnxscript_output(models, tmp_path):
-    pytest.importorskip("modelprov.onnx._recover")
     folder, _ = models
     out = tmp_path / "recovered.onnx"
     result = cli("recover", str(folder / "dt.onnx"), str(folder / "dt.os.onnx"), "-o", str(out))
@@ -275,7 +274,6 @@ def test_recover_on_onnxscript_output(models, tmp_path):
 
 
 def test_functionize_then_inline(models, tmp_path):
-    pytest.importorskip("modelprov.onnx._functionize")
     folder, _ = models
     functions = tmp_path / "functions.onnx"
     result = cli("functionize", str(folder / "dt.onnx"), "-o", str(functions))
@@ -283,7 +281,6 @@ def test_functionize_then_inline(models, tmp_path):
     report = audit(str(functions))
     assert report.functions, report
     assert all(item.calls >= 1 and item.domain == "pkg.torch.aten" for item in report.functions)
-    pytest.importorskip("modelprov.onnx._inline")
     inlined = tmp_path / "inlined.onnx"
     result = cli("inline", str(functions), "-o", str(inlined))
     assert result.returncode == 0, result.stderr

@@ -24,7 +24,7 @@ from modelprov._stack_trace import TraceOptions
 from modelprov.audit import AuditReport, DiffReport, Recall, audit, diff
 from modelprov.onnx._inline import InlinePass, inline
 from modelprov.onnx._lookup import sources
-from modelprov.onnx._recover import recover
+from modelprov.onnx._recover import RecoveryReport, recover, recover_with_report
 from modelprov.onnx._structural_hash import structural_hash
 from modelprov.policy import DEFAULT_POLICIES, MergeContext, Policies
 from modelprov.report import overlay, report, write_overlay, write_report
@@ -33,8 +33,13 @@ if TYPE_CHECKING:
     from modelprov.annotation import annotate, annotations, calibrate
     from modelprov.onnx._export import export
     from modelprov.onnx._find_calls import find_calls
-    from modelprov.onnx._functionize import FunctionizePass, functionize
-    from modelprov.onnx._optimize import OptimizeProvenancePass, StepRecord, optimize
+    from modelprov.onnx._functionize import FunctionizePass, FunctionizeResult, functionize
+    from modelprov.onnx._optimize import (
+        OptimizeProvenancePass,
+        OptimizeResult,
+        StepRecord,
+        optimize,
+    )
     from modelprov.onnx._quantize import quantize
     from modelprov.onnx._tools import optimize_with
     from modelprov.stablehlo import StableHLOProgram, export_stablehlo
@@ -46,8 +51,10 @@ _LAZY = {
     "export": "modelprov.onnx._export",
     "find_calls": "modelprov.onnx._find_calls",
     "FunctionizePass": "modelprov.onnx._functionize",
+    "FunctionizeResult": "modelprov.onnx._functionize",
     "functionize": "modelprov.onnx._functionize",
     "OptimizeProvenancePass": "modelprov.onnx._optimize",
+    "OptimizeResult": "modelprov.onnx._optimize",
     "StepRecord": "modelprov.onnx._optimize",
     "optimize": "modelprov.onnx._optimize",
     "optimize_with": "modelprov.onnx._tools",
@@ -75,11 +82,14 @@ __all__ = [
     "AuditReport",
     "DiffReport",
     "FunctionizePass",
+    "FunctionizeResult",
     "InlinePass",
     "MergeContext",
     "OptimizeProvenancePass",
+    "OptimizeResult",
     "Policies",
     "Recall",
+    "RecoveryReport",
     "Source",
     "StableHLOProgram",
     "StepRecord",
@@ -101,6 +111,7 @@ __all__ = [
     "policy",
     "quantize",
     "recover",
+    "recover_with_report",
     "report",
     "sources",
     "structural_hash",

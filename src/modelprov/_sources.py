@@ -71,9 +71,11 @@ class Source:
         module_path: qualified name of the module that ran it ('' for the root module).
         module_type: qualified class name of that module ('' when unknown).
         target: the ATen target, e.g. ``aten.transpose.int`` ('' when unknown).
-        file: file of the innermost stack frame (None when there is no trace).
-        line: line of the innermost stack frame.
-        stack_trace: the full stack trace ('' when none).
+        file: file of the innermost frame of the user's own code (frames of torch,
+            modelprov, the standard library and site-packages skipped; see
+            ``_stack_trace.user_frame``); None when there is no trace.
+        line: line of that frame.
+        stack_trace: the full stack trace ('' when none); ``frames()`` parses it.
         metadata: every original key/value pair of the source, unchanged.
     """
 
@@ -87,16 +89,28 @@ class Source:
     stack_trace: str
     metadata: Mapping[str, str]
 
+    def frames(self) -> list[_stack_trace.Frame]:
+        """The whole stack of this source, outermost frame first (first trace if merged)."""
+        traces = _stack_trace.split_merged_traces(self.stack_trace)
+        return _stack_trace.frames(traces[0]) if traces else []
+
     @classmethod
-    def from_metadata(cls, source_id: str, metadata: Mapping[str, str]) -> Source:
-        """Builds a source from one node's original metadata."""
+    def from_metadata(
+        cls,
+        source_id: str,
+        metadata: Mapping[str, str],
+        *,
+        user_code: _stack_trace.UserCode | None = None,
+    ) -> Source:
+        """Builds a source from one node's original metadata; ``user_code`` says which
+        files are the user's (default: outside torch, modelprov, stdlib, site-packages)."""
         fx_text = metadata.get(FX_NODE_KEY, "")
         fx_match = _FX_NAME.match(fx_text)
         target_match = _FX_TARGET.search(fx_text)
         scopes = _literal_list(metadata.get(NAME_SCOPES_KEY, ""))
         classes = _literal_list(metadata.get(CLASS_HIERARCHY_KEY, ""))
         trace = metadata.get(STACK_TRACE_KEY, "")
-        frame = _stack_trace.innermost_frame(trace) if trace else None
+        frame = _stack_trace.user_frame(trace, user_code) if trace else None
         target = target_match["target"] if target_match else ""
         if not target and classes and classes[-1].startswith("aten."):
             target = classes[-1]

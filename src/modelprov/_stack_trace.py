@@ -16,20 +16,29 @@ The merged form parses back into the exact original traces.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import importlib.util
 import os
 import re
-from collections.abc import Iterable, Sequence
+import sysconfig
+from collections.abc import Callable, Iterable, Sequence
 
 __all__ = [
     "Frame",
     "TraceOptions",
+    "UserCode",
+    "display_path",
     "format_merged_traces",
     "frames",
     "innermost_frame",
     "rewrite_paths",
     "split_chunks",
     "split_merged_traces",
+    "user_frame",
 ]
+
+UserCode = Sequence[str] | Callable[[str], bool]
+"""Which files are the user's own code: folders (roots) or a predicate on a file path."""
 
 _FRAME_START = re.compile(r'^\s*File "(?P<file>[^"]*)", line (?P<line>\d+)(?:, in (?P<func>.*))?$')
 _MERGED_HEADER = re.compile(
@@ -59,11 +68,16 @@ class TraceOptions:
         strip_paths: keep only each file's base name (wins over ``root``).
         max_bytes: per-node budget for a merged ``stack_trace`` value; beyond it whole
             traces are elided with a visible marker. The sources table stays complete.
+        user_code: which frames are the user's own code, as folders (roots) or a predicate
+            on a file path; ``Source.file``/``line`` and StableHLO's ``modelprov.stack``
+            name the innermost such frame. ``None``: every file outside torch, modelprov,
+            the standard library and site-packages (see ``user_frame``).
     """
 
     root: str | None = None
     strip_paths: bool = False
     max_bytes: int | None = None
+    user_code: UserCode | None = None
 
     def __post_init__(self) -> None:
         if self.max_bytes is not None and self.max_bytes < 256:
@@ -100,6 +114,125 @@ def innermost_frame(trace: str) -> Frame | None:
         return None
     parsed = frames(traces[0])
     return parsed[-1] if parsed else None
+
+
+def _package_folder(name: str) -> str | None:
+    """The folder of an installed top-level package, found without importing it."""
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return os.path.abspath(next(iter(spec.submodule_search_locations)))
+
+
+@functools.cache
+def _library_folders() -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """Absolute folders of (torch; the standard library; site-packages)."""
+    paths = sysconfig.get_paths()
+    stdlib = [paths.get("stdlib"), paths.get("platstdlib")]
+    site = [paths.get("purelib"), paths.get("platlib")]
+
+    def absolute(folders: Iterable[str | None]) -> tuple[str, ...]:
+        return tuple(sorted({os.path.abspath(p) for p in folders if p}))
+
+    return absolute([_package_folder("torch")]), absolute(stdlib), absolute(site)
+
+
+@functools.cache
+def _own_folder() -> tuple[str, ...]:
+    """modelprov's own folder."""
+    folder = _package_folder("modelprov")
+    return (folder,) if folder else ()
+
+
+def _under(path: str, folders: Iterable[str]) -> bool:
+    return any(
+        path == folder or path.startswith(folder.rstrip(os.sep) + os.sep) for folder in folders
+    )
+
+
+_SITE_PACKAGES = re.compile(r"[\\/](?:site|dist)-packages[\\/]")
+
+
+def _is_core_library(path: str) -> bool:
+    """torch, the standard library and ``<frozen ...>``-style pseudo files."""
+    if path.startswith("<"):
+        return True
+    if not os.path.isabs(path):
+        return False
+    absolute = os.path.abspath(path)
+    torch_folder, stdlib, site = _library_folders()
+    if _under(absolute, torch_folder):
+        return True
+    # A virtualenv's stdlib folder holds its site-packages: those are no standard library.
+    return _under(absolute, stdlib) and not (_SITE_PACKAGES.search(path) or _under(absolute, site))
+
+
+def _is_library(path: str) -> bool:
+    """Core libraries, modelprov and anything installed (site-packages, dist-packages)."""
+    if _is_core_library(path) or _SITE_PACKAGES.search(path):
+        return True
+    _, _, site = _library_folders()
+    return os.path.isabs(path) and _under(os.path.abspath(path), _own_folder() + site)
+
+
+def _user_predicate(user_code: UserCode | None) -> Callable[[str], bool]:
+    if user_code is None:
+        return lambda path: not _is_library(path)
+    if callable(user_code):
+        return user_code
+    if isinstance(user_code, str):
+        raise TypeError("user_code takes a sequence of folders or a predicate, not one string")
+    roots = tuple(os.path.abspath(root) for root in user_code)
+    return lambda path: _under(os.path.abspath(path), roots)
+
+
+def user_frame(trace: str | Sequence[Frame], user_code: UserCode | None = None) -> Frame | None:
+    """The innermost frame of the user's own code: where the user's model made the operation.
+
+    ``trace`` is a stack trace (plain or merged: its first trace counts) or parsed frames,
+    outermost first. By default frames of torch, modelprov, the standard library and
+    site-packages are skipped, so a ``nn.Linear`` call points at the line calling it, not
+    at ``torch/nn/modules/linear.py``. ``user_code`` (folders or a predicate on the file
+    path) says instead which files are the user's. When no frame is the user's, the
+    innermost frame outside torch and the standard library is taken (e.g.
+    ``transformers``' modelling code), and failing that the innermost frame.
+    """
+    if isinstance(trace, str):
+        traces = split_merged_traces(trace)
+        parsed = frames(traces[0]) if traces else []
+    else:
+        parsed = list(trace)
+    if not parsed:
+        return None
+    is_user = _user_predicate(user_code)
+    for frame in reversed(parsed):
+        if is_user(frame.file):
+            return frame
+    for frame in reversed(parsed):
+        if not _is_core_library(frame.file):
+            return frame
+    return parsed[-1]
+
+
+def display_path(path: str, root: str | None = None) -> str:
+    """A file path shortened for display: relative to ``root`` (default: the current
+    folder) when inside it, ``<site-packages>/…`` for installed packages, else unchanged."""
+    if not os.path.isabs(path):
+        return path
+    folder = os.path.abspath(root if root is not None else os.getcwd())
+    if _under(path, [folder]) and folder != os.sep:
+        return os.path.relpath(path, folder)
+    match = _SITE_PACKAGES.search(path)
+    if match:
+        return "<site-packages>/" + path[match.end() :]
+    _, _, site = _library_folders()
+    for folder in site:
+        if _under(path, [folder]):
+            return "<site-packages>/" + os.path.relpath(path, folder)
+    return path
 
 
 def split_chunks(trace: str) -> list[str]:

@@ -1,7 +1,8 @@
 """The ``modelprov`` command line: thin over the Python API.
 
 Exit codes: 0 ok, 1 a check failed (``--fail-under``), 2 usage or input error. Reports go
-to stdout, errors and progress to stderr; progress spinners only when stderr is a terminal.
+to stdout; errors, progress and each command's one summary line go to stderr (a spinner on a
+terminal, rate-limited lines otherwise; ``-q`` silences progress and summaries).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from modelprov import _progress
 from modelprov._io import (
     check_output,
     load_model,
@@ -25,6 +27,7 @@ from modelprov._io import (
     save_model,
 )
 from modelprov.errors import ModelprovError
+from modelprov.keys import CONFIDENCE_KEY
 
 if TYPE_CHECKING:
     import onnx_ir as ir
@@ -42,18 +45,27 @@ class UsageError(ModelprovError):
 
 @contextlib.contextmanager
 def _status(message: str) -> Iterator[None]:
-    """A spinner on stderr while work runs, only when stderr is a terminal."""
-    if not sys.stderr.isatty():
-        yield
-        return
-    from rich.console import Console
-
-    with Console(stderr=True).status(message):
+    """Progress on stderr while a step runs: a spinner on a terminal, else rate-limited lines."""
+    with _progress.status(message):
         yield
 
 
-def _print_json(document: Mapping[str, Any]) -> None:
-    print(json.dumps(document, indent=2, ensure_ascii=False))
+def _model_summary(model: ir.Model) -> str:
+    """``N nodes, P% with sources`` for a summary line."""
+    from modelprov.onnx._export_report import provenance_counts
+
+    counts = provenance_counts(model)
+    share = counts.nodes_with_sources / counts.nodes if counts.nodes else 1.0
+    return f"{counts.nodes} nodes, {share:.0%} with sources"
+
+
+def _fx_recall(before: ir.Model, after: ir.Model) -> str:
+    """``FX-node recall R (k/n)`` of ``after`` against ``before``, for a summary line."""
+    from modelprov.onnx._export_report import provenance_counts
+
+    old, new = provenance_counts(before).fx_nodes, provenance_counts(after).fx_nodes
+    kept = len(old & new)
+    return f"FX-node recall {kept / len(old) if old else 1.0:.3f} ({kept}/{len(old)})"
 
 
 # --- graph commands -------------------------------------------------------------------------
@@ -73,11 +85,16 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
         result = optimize_pass(model)
     with _status(f"writing {output}"):
         save_model(model, output)
+    before = ir.from_proto(proto)
     if args.report or args.json:
         from modelprov.audit import optimize_report
 
-        report = optimize_report(ir.from_proto(proto), model, result.steps)
+        report = optimize_report(before, model, result.steps)
         print(report.to_json_text() if args.json else report.to_text())
+    _progress.summary(
+        f"wrote {output}: {len(list(before.graph))} -> {_model_summary(model)}, "
+        f"{_fx_recall(before, model)}"
+    )
     return EXIT_OK
 
 
@@ -96,6 +113,15 @@ def _cmd_recover(args: argparse.Namespace) -> int:
         if not isinstance(result, ir.Model):
             result = model_from_proto(result, args.optimized)
         save_model(result, output)
+    levels: dict[str, int] = {}
+    for node in result.graph.all_nodes():
+        level = node.metadata_props.get(CONFIDENCE_KEY)
+        if level:
+            levels[level] = levels.get(level, 0) + 1
+    how_sure = ", ".join(f"{count} {level}" for level, count in sorted(levels.items()))
+    _progress.summary(
+        f"wrote {output}: {_model_summary(result)}" + (f" ({how_sure})" if how_sure else "")
+    )
     return EXIT_OK
 
 
@@ -106,10 +132,15 @@ def _rewrite_model(
     output = check_output(args.output, [args.model], in_place=args.in_place)
     with _status(f"loading {args.model}"):
         model = load_model(args.model)
+    before = (len(list(model.graph)), len(model.functions))
     with _status(doing):
         result = transform(model)
     with _status(f"writing {output}"):
         save_model(result, output)
+    after = (len(list(result.graph)), len(result.functions))
+    _progress.summary(
+        f"wrote {output}: {before[0]} -> {after[0]} nodes, {before[1]} -> {after[1]} functions"
+    )
     return EXIT_OK
 
 
@@ -210,6 +241,31 @@ def _read_annotations(path: str) -> dict[str, dict[str, Any]]:
     return document
 
 
+def _calibration_batches(
+    args: argparse.Namespace, example: tuple[Any, ...], kwargs: Mapping[str, Any]
+) -> list[Any]:
+    """``--batches FACTORY``'s batches (at most ``--calibrate N`` of them), else N random
+    batches like the example inputs (tensors random, other arguments kept as constants)."""
+    if args.batches:
+        made = _load_factory(args.batches)()
+        if isinstance(made, str | bytes) or not hasattr(made, "__iter__"):
+            raise UsageError(
+                f"{args.batches} returned {type(made).__name__}; it must return an iterable "
+                "of batches (tensors, tuples, dicts)"
+            )
+        batches: list[Any] = []
+        for batch in made:
+            if args.calibrate and len(batches) >= args.calibrate:
+                break
+            batches.append(batch)
+        if not batches:
+            raise UsageError(f"{args.batches} returned no batches")
+        return batches
+    from modelprov.annotation._random_batches import random_batches
+
+    return list(random_batches(args.calibrate, example, kwargs))
+
+
 def _cmd_export(args: argparse.Namespace) -> int:
     import modelprov
 
@@ -229,18 +285,16 @@ def _cmd_export(args: argparse.Namespace) -> int:
     batches: list[Any] = []
     with _status(f"building {args.factory}"):
         model, example, kwargs = _model_and_inputs(args.factory)
-    if args.calibrate:
-        with _status(f"calibrating on {args.calibrate} random batches"):
-            from modelprov.annotation._random_batches import random_batches
-
-            batches = random_batches(args.calibrate, example, kwargs)
+    if args.calibrate or args.batches:
+        batches = _calibration_batches(args, example, kwargs)
+        with _status(f"calibrating on {len(batches)} batches"):
             annotations = modelprov.calibrate(model, batches)
     if args.annotations:
         for path, keys in _read_annotations(args.annotations).items():
             annotations.setdefault(path, {}).update(keys)
     if args.onnx is not None:
         with _status(f"exporting {args.onnx}"):
-            modelprov.export(
+            onnx_program = modelprov.export(
                 model,
                 example,
                 args.onnx,
@@ -249,14 +303,20 @@ def _cmd_export(args: argparse.Namespace) -> int:
                 optimize=not args.no_optimize,
                 verbose=args.verbose,
             )
+        ranges = f", ranges of {len(annotations)} modules" if annotations else ""
+        _progress.summary(f"wrote {args.onnx}: {_model_summary(onnx_program.model)}{ranges}")
     if args.quantize is not None:
-        _export_quantized(args, batches if args.calibrate else None)
+        _export_quantized(args, batches or None)
     if args.stablehlo is not None:
         with _status(f"lowering to StableHLO {args.stablehlo}"):
             program = modelprov.export_stablehlo(
                 model, example, kwargs or None, annotations=annotations or None
             )
             program.save(args.stablehlo)
+        _progress.summary(
+            f"wrote {args.stablehlo}: {len(program.ops)} ops, "
+            f"{program.coverage:.0%} name their FX node"
+        )
     return EXIT_OK
 
 
@@ -422,8 +482,9 @@ def _cmd_report(args: argparse.Namespace) -> int:
     from modelprov.report import write_report
 
     check_output(args.output, [args.model], in_place=False)
-    path = write_report(args.model, args.output, before=args.before)
-    print(f"report written to {path}")
+    with _status(f"writing the report {args.output}"):
+        path = write_report(args.model, args.output, before=args.before)
+    _progress.summary(f"wrote {path}: open it in a browser (it loads nothing)")
     return EXIT_OK
 
 
@@ -431,9 +492,41 @@ def _cmd_overlay(args: argparse.Namespace) -> int:
     from modelprov.report import write_overlay
 
     check_output(args.output, [args.model], in_place=False)
-    path = write_overlay(args.model, args.output, key=args.key, coverage=args.coverage)
-    print(f"Model Explorer node data written to {path}")
+    with _status(f"writing node data {args.output}"):
+        path = write_overlay(args.model, args.output, key=args.key, coverage=args.coverage)
+    _progress.summary(f"wrote {path}: Model Explorer node data")
     return EXIT_OK
+
+
+def _version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("modelprov")
+    except metadata.PackageNotFoundError:
+        import modelprov
+
+        return str(modelprov.__version__)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not positive; give 1 or more")
+    return value
+
+
+def _recall(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{value} is not a recall; give a number in 0..1")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -444,6 +537,13 @@ def build_parser() -> argparse.ArgumentParser:
         "Exit codes: 0 ok, 1 a check failed, 2 usage or input error.",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress details")
+    parser.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="print no progress and no summary line (reports and errors still print)",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     export = commands.add_parser(
@@ -462,10 +562,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     export.add_argument(
         "--calibrate",
-        type=int,
+        type=_positive_int,
         metavar="N",
         help="run N random batches shaped like the example inputs through modelprov.calibrate "
-        "and attach the per-module output ranges (custom.min, custom.max)",
+        "and attach the per-module output ranges (custom.min, custom.max); tensors get random "
+        "values of their shape and dtype, other arguments (use_cache=False) stay as given",
+    )
+    export.add_argument(
+        "--batches",
+        metavar="MODULE:FACTORY",
+        help="calibrate on the batches this callable returns (an iterable of tensors, tuples "
+        "or dicts) instead of random ones; --calibrate N then caps their number",
     )
     export.add_argument(
         "--annotations",
@@ -562,7 +669,7 @@ def build_parser() -> argparse.ArgumentParser:
     diff.add_argument("--json", action="store_true", help="print JSON (modelprov.diff v1)")
     diff.add_argument(
         "--fail-under",
-        type=float,
+        type=_recall,
         metavar="RECALL",
         help="exit 1 when the FX-node recall (dyn) is under RECALL (0..1), for CI",
     )
@@ -605,6 +712,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s"
     )
+    _progress.QUIET.set(bool(args.quiet))
     if not args.verbose:
         logging.getLogger("torch").setLevel(logging.ERROR)
         for category in (DeprecationWarning, FutureWarning, UserWarning):

@@ -8,6 +8,7 @@ from __future__ import annotations
 __all__ = [
     "AnnotationError",
     "CorrespondenceError",
+    "ExportError",
     "InvalidModelError",
     "MetadataError",
     "MissingDependencyError",
@@ -15,6 +16,7 @@ __all__ = [
     "PolicyError",
     "QuantizationError",
     "StableHLOError",
+    "VerificationError",
 ]
 
 
@@ -52,3 +54,11 @@ class MissingDependencyError(ModelprovError, ImportError):
 
 class QuantizationError(ModelprovError, ValueError):
     """Quantization cannot run as asked (missing or invalid ranges, a quantizer failure)."""
+
+
+class ExportError(ModelprovError, ValueError):
+    """A torch.onnx.export keyword modelprov.export cannot honour (the message says why)."""
+
+
+class VerificationError(ModelprovError):
+    """export(verify=True): the saved, optimized model does not compute what torch does."""

@@ -22,6 +22,7 @@ __all__ = [
     "CONFIDENCE_KEY",
     "CONSTANT_OF_KEY",
     "DIFF_FORMAT",
+    "FUNCTION_NAME_KEY",
     "FX_NODE_KEY",
     "HISTOGRAM_FORMAT",
     "INLINE_KEY",
@@ -38,6 +39,7 @@ __all__ = [
     "QUANTIZED_TENSORS_FORMAT",
     "RANGE_MAX_KEY",
     "RANGE_MIN_KEY",
+    "RECOVER_REPORT_FORMAT",
     "REPORT_FORMAT",
     "RESERVED_PREFIX",
     "STABLEHLO_MODULE_KEY",
@@ -51,6 +53,7 @@ __all__ = [
     "TABLE_KEY",
     "TORCH_EXPORT_KEY_PATTERN",
     "TORCH_PREFIX",
+    "VARIANT_KEY",
 ]
 
 # modelprov's own keys (ONNX node, value and model metadata_props).
@@ -92,6 +95,10 @@ ATEN_CALL_KEY: Final = "pkg.modelprov.aten_call"
 ATEN_TARGET_KEY: Final = "pkg.modelprov.aten_target"
 ATEN_SCHEMA_KEY: Final = "pkg.modelprov.aten_schema"
 MODULE_CLASS_KEY: Final = "pkg.modelprov.module_class"
+FUNCTION_NAME_KEY: Final = "pkg.modelprov.function_name"
+"""Function key (every function): its base name (``aten_addmm_default``, ``GPT2Block``)."""
+VARIANT_KEY: Final = "pkg.modelprov.variant"
+"""Function key (every function): its variant, the leading hex digits of its structural hash."""
 ATEN_DOMAIN: Final = "pkg.torch.aten"
 """Function domain of one function per ATen op."""
 MODULE_DOMAIN: Final = "pkg.torch.module"
@@ -132,4 +139,5 @@ HISTOGRAM_FORMAT: Final = "modelprov.histogram"
 AUDIT_FORMAT: Final = "modelprov.audit"
 DIFF_FORMAT: Final = "modelprov.diff"
 OPTIMIZE_REPORT_FORMAT: Final = "modelprov.optimize-report"
+RECOVER_REPORT_FORMAT: Final = "modelprov.recover-report"
 REPORT_FORMAT: Final = "modelprov.report"

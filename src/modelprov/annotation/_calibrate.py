@@ -53,6 +53,7 @@ from typing import Any, Final
 import numpy as np
 import torch
 
+from modelprov.annotation._random_batches import CallArguments
 from modelprov.annotation._values import check_key, format_value
 from modelprov.errors import AnnotationError, MissingDependencyError
 from modelprov.keys import CALIBRATION_PREFIX, HISTOGRAM_FORMAT
@@ -84,10 +85,11 @@ def calibrate(
 ) -> dict[str, dict[str, str]]:
     """Measure output statistics of every leaf module of ``model`` over ``batches``.
 
-    A batch is a Tensor (one positional argument), a tuple/list (positional arguments) or a
-    mapping (keyword arguments). ``stats`` names the statistics (see the module docstring); the
-    result maps leaf module path to ``{prefix + stat: text}``. ``progress`` shows a rich
-    progress bar on stderr (None: only on a terminal and for more than 10 batches).
+    A batch is a Tensor (one positional argument), a tuple/list (positional arguments), a
+    mapping (keyword arguments) or a ``CallArguments(args, kwargs)`` (both). ``stats`` names
+    the statistics (see the module docstring); the result maps leaf module path to
+    ``{prefix + stat: text}``. ``progress`` shows a rich progress bar on stderr (None: only
+    on a terminal and for more than 10 batches).
     """
     if not isinstance(model, torch.nn.Module):
         raise AnnotationError(f"calibrate() needs a torch.nn.Module, got {type(model).__name__}")
@@ -350,10 +352,12 @@ def _run_batch(model: torch.nn.Module, batch: Any, index: int) -> None:
         args = tuple(batch)
     elif isinstance(batch, Mapping):
         kwargs = dict(batch)
+    elif isinstance(batch, CallArguments):
+        args, kwargs = tuple(batch.args), dict(batch.kwargs)
     else:
         raise AnnotationError(
             f"batch {index} is a {type(batch).__name__}; a batch is a Tensor, a tuple/list of "
-            "positional arguments or a dict of keyword arguments"
+            "positional arguments, a dict of keyword arguments or a CallArguments(args, kwargs)"
         )
     try:
         model(*args, **kwargs)

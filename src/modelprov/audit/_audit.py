@@ -31,6 +31,7 @@ __all__ = [
     "LargeValue",
     "audit",
     "has_provenance",
+    "metadata_bytes",
 ]
 
 VERSION = 1
@@ -333,6 +334,27 @@ def _check(holder: _Holder) -> tuple[dict[str, str], list[InvalidMetadata]]:
     return valid, problems
 
 
+_SCOPES = ("nodes", "values", "model", "graphs", "functions")
+
+
+def _bytes_by_scope(holders: Sequence[_Holder]) -> dict[str, int]:
+    """UTF-8 key plus value bytes of every metadata entry, by scope: the one count."""
+    scope_bytes = dict.fromkeys(_SCOPES, 0)
+    for holder in holders:
+        scope_bytes[holder.scope] += sum(_size(key) + _size(value) for key, value in holder.entries)
+    return scope_bytes
+
+
+def metadata_bytes(model: onnx.ModelProto | ir.Model) -> dict[str, int]:
+    """Metadata bytes by scope (``nodes``, ``values``, ``model``, ``graphs``, ``functions``)
+    and their ``total``: the figures :func:`audit` reports, for the HTML report too."""
+    holders = list(
+        _proto_holders(model) if isinstance(model, onnx.ModelProto) else _ir_holders(model)
+    )
+    scope_bytes = _bytes_by_scope(holders)
+    return {"total": sum(scope_bytes.values()), **scope_bytes}
+
+
 def audit(model: onnx.ModelProto | ir.Model | str | os.PathLike[str]) -> AuditReport:
     """Audits the provenance metadata of a model (ModelProto, onnx_ir.Model or a path).
 
@@ -371,16 +393,13 @@ def audit(model: onnx.ModelProto | ir.Model | str | os.PathLike[str]) -> AuditRe
 
     carried: Counter[str] = Counter()
     key_bytes: Counter[str] = Counter()
-    scope_bytes: dict[str, int] = dict.fromkeys(
-        ("nodes", "values", "model", "graphs", "functions"), 0
-    )
+    scope_bytes = _bytes_by_scope(holders)
     largest: list[tuple[int, int, LargeValue]] = []
     serial = 0
     for holder in holders:
         seen: set[_Text] = set()
         for key, value in holder.entries:
             size = _size(key) + _size(value)
-            scope_bytes[holder.scope] += size
             if holder.scope == "nodes":
                 key_bytes[_text(key)] += size
                 if key not in seen:

@@ -7,16 +7,19 @@ op's schema from torch. Format: docs/metadata-format.md.
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import json
-import re
 from collections.abc import Mapping
 from typing import Any
 
 import onnx_ir as ir
-import torch
 
+from modelprov._torch_compat import (
+    FX_REFERENCE,
+    parse_fx_node_text,
+    tensor_argument_kind,
+)
+from modelprov._torch_compat import schema_by_name as schema_of
 from modelprov.keys import ATEN_CALL_KEY, FX_NODE_KEY
 from modelprov.onnx._wrap import function_name
 
@@ -31,18 +34,6 @@ __all__ = [
 ]
 
 ATEN_CALL_VERSION = 1
-
-_CALL = re.compile(
-    r"call_function\[target=(?P<target>[^\]]+)\]\(args = (?P<args>.*), kwargs = "
-    r"(?P<kwargs>\{.*\})\)\s*$",
-    re.DOTALL,
-)
-_TOKEN = re.compile(
-    r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|%[\w.]+|\d[\d.]*(?:[eE][+-]?\d+)?|[A-Za-z_][\w.]*|.",
-    re.DOTALL,
-)
-_LITERALS = {"True", "False", "None"}
-_REF = "\x00fx:"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,31 +111,6 @@ class AtenCall:
         return cls(str(document["target"]), str(document.get("schema", "")), tuple(arguments))
 
 
-def schema_of(target: str) -> torch.FunctionSchema | None:
-    """The schema of ``aten::op.overload`` (or ``aten.op.overload``) from torch; None if unknown."""
-    namespace, _, rest = target.replace("::", ".").partition(".")
-    op_name, _, overload = rest.rpartition(".")
-    if not op_name:
-        op_name, overload = overload, "default"
-    try:
-        packet = getattr(getattr(torch.ops, namespace), op_name)
-        return getattr(packet, overload)._schema  # type: ignore[no-any-return]
-    except (AttributeError, RuntimeError):
-        return None
-
-
-def _is_tensor_type(kind: Any) -> tuple[bool, bool]:
-    """(is a tensor argument, is a list of tensors) for a schema argument type."""
-    if isinstance(kind, torch.OptionalType):
-        kind = kind.getElementType()
-    if isinstance(kind, torch.ListType):
-        element = kind.getElementType()
-        if isinstance(element, torch.OptionalType):
-            element = element.getElementType()
-        return isinstance(element, torch.TensorType), True
-    return isinstance(kind, torch.TensorType), False
-
-
 def to_json_value(value: Any) -> Any:
     """A non-tensor argument value as JSON: numbers, bools, strings, lists; others as str."""
     if value is None or isinstance(value, (bool, int, str)):
@@ -157,12 +123,13 @@ def to_json_value(value: Any) -> Any:
 
 
 def bind(
-    schema: torch.FunctionSchema,
+    schema: Any,
     args: tuple[Any, ...],
     kwargs: Mapping[str, Any],
     tensor_of: Any,
 ) -> AtenCall:
-    """Binds call arguments to ``schema``; ``tensor_of(arg)`` gives (fx, onnx) for a tensor."""
+    """Binds call arguments to ``schema`` (a ``torch.FunctionSchema``); ``tensor_of(arg)``
+    gives (fx, onnx) for a tensor."""
     arguments: list[AtenArgument] = []
     positional = list(args)
     for position, argument in enumerate(schema.arguments):
@@ -174,7 +141,7 @@ def bind(
             value = argument.default_value
         else:
             value = None
-        is_tensor, is_list = _is_tensor_type(argument.type)
+        is_tensor, is_list = tensor_argument_kind(argument.type)
         type_text = str(argument.type)
         if is_tensor:
             items = list(value) if is_list and isinstance(value, (list, tuple)) else [value]
@@ -191,38 +158,9 @@ def bind(
     return AtenCall(target, str(schema), tuple(arguments))
 
 
-def _literal(text: str) -> Any:
-    """A Python literal of an FX argument repr; ``%name`` becomes a reference marker."""
-    pieces: list[str] = []
-    for token in _TOKEN.findall(text):
-        if token.startswith("%"):
-            pieces.append(repr(_REF + token[1:]))
-        elif token[0].isalpha() or token[0] == "_":
-            pieces.append(token if token in _LITERALS else repr(token))
-        else:
-            pieces.append(token)
-    return ast.literal_eval("".join(pieces))
-
-
-def _parse_fx_text(text: str) -> tuple[str, tuple[Any, ...], dict[str, Any]] | None:
-    line = next((line for line in text.splitlines() if "call_function[" in line), "")
-    match = _CALL.search(line)
-    if match is None:
-        return None
-    try:
-        args = _literal(match["args"])
-        kwargs = _literal(match["kwargs"])
-    except (ValueError, SyntaxError, MemoryError, RecursionError):
-        return None
-    if not isinstance(args, tuple) or not isinstance(kwargs, dict):
-        return None
-    target = match["target"].removeprefix("torch.ops.")
-    return target, args, {str(key): value for key, value in kwargs.items()}
-
-
 def call_from_fx_text(text: str, value_names: Mapping[str, str]) -> AtenCall | None:
     """Parses ``pkg.torch.onnx.fx_node`` text; ``value_names`` maps FX names to ONNX names."""
-    parsed = _parse_fx_text(text)
+    parsed = parse_fx_node_text(text)
     if parsed is None:
         return None
     target, args, kwargs = parsed
@@ -231,8 +169,8 @@ def call_from_fx_text(text: str, value_names: Mapping[str, str]) -> AtenCall | N
         return None
 
     def tensor_of(item: Any) -> tuple[str, str]:
-        if isinstance(item, str) and item.startswith(_REF):
-            name = item[len(_REF) :]
+        if isinstance(item, str) and item.startswith(FX_REFERENCE):
+            name = item[len(FX_REFERENCE) :]
             return name, value_names.get(name, "")
         return "", ""
 

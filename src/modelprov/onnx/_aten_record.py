@@ -14,6 +14,7 @@ import torch
 
 from modelprov._correspond import all_nodes
 from modelprov._sources import fx_node_name
+from modelprov._torch_compat import is_op_overload, op_schema
 from modelprov.keys import ATEN_CALL_KEY
 from modelprov.onnx._aten_call import bind
 
@@ -50,7 +51,7 @@ def record_aten_calls(program: torch.onnx.ONNXProgram) -> None:
     records: dict[str, str] = {}
     for node in exported.graph.nodes:
         target = node.target
-        if node.op != "call_function" or not isinstance(target, torch._ops.OpOverload):
+        if node.op != "call_function" or not is_op_overload(target):
             continue
 
         def tensor_of(item: Any) -> tuple[str, str]:
@@ -59,7 +60,7 @@ def record_aten_calls(program: torch.onnx.ONNXProgram) -> None:
             return "", ""
 
         try:
-            call = bind(target._schema, tuple(node.args), dict(node.kwargs), tensor_of)
+            call = bind(op_schema(target), tuple(node.args), dict(node.kwargs), tensor_of)
         except (TypeError, ValueError):
             continue
         records[node.name] = call.to_json()

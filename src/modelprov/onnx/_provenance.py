@@ -48,7 +48,7 @@ def _rewritten(source: Source, options: _stack_trace.TraceOptions) -> Source:
         return source
     metadata = dict(source.metadata)
     metadata[STACK_TRACE_KEY] = _stack_trace.rewrite_paths(trace, options)
-    return Source.from_metadata(source.id, metadata)
+    return Source.from_metadata(source.id, metadata, user_code=options.user_code)
 
 
 @dataclasses.dataclass

@@ -23,7 +23,7 @@ import dataclasses
 import logging
 import os
 from collections.abc import Iterable
-from typing import overload
+from typing import Any, overload
 
 import onnx
 import onnx_ir as ir
@@ -32,12 +32,12 @@ import onnx_ir.passes.common as common_passes
 from modelprov._correspond import Change, Snapshot, all_nodes, diff
 from modelprov._io import load_model_proto
 from modelprov.errors import CorrespondenceError
-from modelprov.keys import CONFIDENCE_KEY
+from modelprov.keys import CONFIDENCE_KEY, RECOVER_REPORT_FORMAT
 from modelprov.onnx._lookup import proto_nodes
 from modelprov.onnx._provenance import Provenance
 from modelprov.policy import Policies
 
-__all__ = ["CONFIDENCE_KEY", "RecoveryReport", "recover", "recover_ir"]
+__all__ = ["CONFIDENCE_KEY", "RecoveryReport", "recover", "recover_ir", "recover_with_report"]
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +47,9 @@ ModelInput = onnx.ModelProto | ir.Model | str | os.PathLike[str]
 
 @dataclasses.dataclass(frozen=True)
 class RecoveryReport:
-    """What recover found."""
+    """What recover found: how many nodes it attributed at each confidence, the nodes it
+    could not attribute, the original sources no node computes any more, and the invalid
+    metadata it repaired."""
 
     nodes: int
     exact: int
@@ -56,6 +58,24 @@ class RecoveryReport:
     unattributed: tuple[str, ...]
     lost_sources: tuple[str, ...]
     repaired: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict (``"format": "modelprov.recover-report", "version": 1``)."""
+        fields = dataclasses.asdict(self)
+        fields = {k: list(v) if isinstance(v, tuple) else v for k, v in fields.items()}
+        return {"format": RECOVER_REPORT_FORMAT, "version": 1, **fields}
+
+    def to_text(self) -> str:
+        """A summary line, then one line per unattributed node, lost source, repair."""
+        lines = [
+            f"recovered {self.nodes} nodes: {self.exact} exact, {self.named} named, "
+            f"{self.inferred} inferred, {len(self.unattributed)} without sources; "
+            f"{len(self.lost_sources)} original sources lost"
+        ]
+        lines += [f"  no sources: {name}" for name in self.unattributed]
+        lines += [f"  lost: {source}" for source in self.lost_sources]
+        lines += [f"  repaired: {what}" for what in self.repaired]
+        return "\n".join(lines)
 
 
 def _load(model: ModelInput, role: str) -> onnx.ModelProto | ir.Model:
@@ -377,7 +397,11 @@ def recover(
 def recover_with_report(
     original: ModelInput, optimized: ModelInput, *, policies: Policies | None = None
 ) -> tuple[onnx.ModelProto | ir.Model, RecoveryReport]:
-    """:func:`recover`, also returning what it found."""
+    """:func:`recover`, also returning what it found (:class:`RecoveryReport`).
+
+    Returns:
+        (the recovered model, of the same kind as :func:`recover` returns, and the report).
+    """
     before = _load(original, "original")
     after = _load(optimized, "optimized")
     original_ir = (

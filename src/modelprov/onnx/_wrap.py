@@ -19,15 +19,24 @@ from typing import Any
 
 import onnx_ir as ir
 
-from modelprov.keys import ATEN_DOMAIN, CONSTANT_OF_KEY, INLINE_KEY, MODULE_DOMAIN
+from modelprov.keys import (
+    ATEN_DOMAIN,
+    CONSTANT_OF_KEY,
+    FUNCTION_NAME_KEY,
+    INLINE_KEY,
+    MODULE_DOMAIN,
+    VARIANT_KEY,
+)
 from modelprov.onnx._structural_hash import node_labels, structural_hash
 
 __all__ = [
     "ATEN_DOMAIN",
     "CONSTANT_OF_KEY",
+    "FUNCTION_NAME_KEY",
     "INLINE_KEY",
     "INLINE_VERSION",
     "MODULE_DOMAIN",
+    "VARIANT_KEY",
     "Region",
     "Wrapper",
     "constant_node",
@@ -329,6 +338,8 @@ class Wrapper:
             digits += 4
         candidate.overload = overload
         candidate.metadata_props.update(region.function_metadata)
+        candidate.metadata_props[FUNCTION_NAME_KEY] = region.name
+        candidate.metadata_props[VARIANT_KEY] = overload
         if region.doc_string:
             candidate.doc_string = region.doc_string
         self.functions[key] = candidate

@@ -11,12 +11,14 @@ from typing import Any
 
 import onnx_ir as ir
 
-from modelprov._correspond import all_nodes
 from modelprov._sources import Source
+from modelprov._stack_trace import display_path
+from modelprov.audit._audit import metadata_bytes
 from modelprov.audit._diff import DiffReport, Recall, diff
 from modelprov.keys import NAMESPACE_KEY, REPORT_FORMAT, RESERVED_PREFIX, TORCH_PREFIX
 from modelprov.onnx._lookup import node_sources
 from modelprov.onnx._quant_params import quantization_keys
+from modelprov.report._code import CodeContext
 from modelprov.report._layout import layout_group
 from modelprov.report._states import (
     CONFIDENCE_KEY,
@@ -43,33 +45,6 @@ def _user_keys(metadata: Mapping[str, str]) -> dict[str, str]:
     }
 
 
-def _size(metadata: Mapping[str, str]) -> int:
-    return sum(
-        len(k.encode("utf-8", "replace")) + len(v.encode("utf-8", "replace"))
-        for k, v in metadata.items()
-    )
-
-
-def metadata_bytes(model: ir.Model) -> dict[str, int]:
-    """UTF-8 bytes of metadata on nodes, values and the model (sources table included)."""
-    nodes = all_nodes(model.graph)
-    values: dict[int, ir.Value] = {}
-    for value in (*model.graph.inputs, *model.graph.outputs, *model.graph.initializers.values()):
-        values[id(value)] = value
-    for node in nodes:
-        for value in node.outputs:
-            values[id(value)] = value
-    node_bytes = sum(_size(node.metadata_props) for node in nodes)
-    value_bytes = sum(_size(value.metadata_props) for value in values.values())
-    model_bytes = _size(model.metadata_props) + _size(model.graph.metadata_props)
-    return {
-        "nodes": node_bytes,
-        "values": value_bytes,
-        "model": model_bytes,
-        "total": node_bytes + value_bytes + model_bytes,
-    }
-
-
 def _common_module(found: Iterable[Source]) -> str:
     paths = [source.module_path.split(".") if source.module_path else [] for source in found]
     if not paths:
@@ -83,14 +58,19 @@ def _common_module(found: Iterable[Source]) -> str:
     return ".".join(prefix)
 
 
-def _source_json(source: Source) -> dict[str, Any]:
+def _source_json(source: Source, code: CodeContext | None) -> dict[str, Any]:
+    """A source for the page, its file shortened for display; ``code`` collects the code
+    around its line (keyed by the displayed ``file:line``)."""
+    shown = display_path(source.file) if source.file is not None else None
+    if code is not None and source.file is not None and source.line is not None:
+        code.add(source.file, f"{shown}:{source.line}", source.line)
     return {
         "id": source.id,
         "fx": source.fx_node,
         "module": source.module_path,
         "type": source.module_type,
         "target": source.target,
-        "file": source.file,
+        "file": shown,
         "line": source.line,
         "trace": source.stack_trace,
         "keys": _user_keys(source.metadata),
@@ -130,9 +110,14 @@ def _place_orphans(
 
 
 def report_data(
-    model: ir.Model, *, before: ir.Model | None = None, title: str = ""
+    model: ir.Model, *, before: ir.Model | None = None, title: str = "", source_code: bool = True
 ) -> dict[str, Any]:
-    """The JSON document the HTML report renders."""
+    """The JSON document the HTML report renders.
+
+    ``source_code``: read the Python files the stack traces name (bounded, see
+    ``report._code``) to show a few lines around each source line.
+    """
+    code = CodeContext() if source_code else None
     pairs = node_sources(model)
     index = {id(node): i for i, (node, _) in enumerate(pairs)}
     source_index: dict[str, int] = {}
@@ -148,7 +133,7 @@ def report_data(
         for source in known_sources(found):
             if source.id not in source_index:
                 source_index[source.id] = len(sources)
-                sources.append(_source_json(source))
+                sources.append(_source_json(source, code))
             ids.append(source_index[source.id])
         producers = []
         for value in node.inputs:
@@ -252,7 +237,7 @@ def report_data(
                 name = source.fx_node or source.id
                 if name in lost_names and name not in seen:
                     seen.add(name)
-                    lost.append(_source_json(source))
+                    lost.append(_source_json(source, code))
     return {
         "format": REPORT_FORMAT,
         "version": REPORT_VERSION,
@@ -263,4 +248,5 @@ def report_data(
         "nodes": nodes,
         "groups": groups,
         "lost": lost,
+        "code": code.table() if code is not None else {},
     }

@@ -16,6 +16,7 @@ from modelprov.errors import StableHLOError
 from modelprov.policy import DEFAULT_POLICIES, Policies
 from modelprov.stablehlo._attach import attach
 from modelprov.stablehlo._fx_nodes import fx_node_infos
+from modelprov.stablehlo._jax_compat import ir_context, module_to_bytecode
 from modelprov.stablehlo._lower import ROOT_SCOPE, lower
 from modelprov.stablehlo._program import StableHLOProgram
 from modelprov.stablehlo._torchax_compat import import_torchax
@@ -76,16 +77,13 @@ def program_from_exported_program(
         lowered.decomposed.graph, exported_program.graph, trace_options=trace_options
     )
 
-    from jax._src.export import _export as jax_export_internals
-    from jax._src.interpreters import mlir
-
-    with mlir.make_ir_context():
+    with ir_context():
         module = lowered.exported.mlir_module(serialized=False)
         result = attach(module, ROOT_SCOPE, infos, annotations, policies)
         if not module.operation.verify():
             raise StableHLOError("the StableHLO module does not verify after adding attributes")
         # JAX's own serializer (the one jax.export used), so the artifact stays portable.
-        serialized = jax_export_internals._module_to_bytecode(module)
+        serialized = module_to_bytecode(module)
         text = module.operation.get_asm(enable_debug_info=False)
         text_with_locations = module.operation.get_asm(enable_debug_info=True)
 

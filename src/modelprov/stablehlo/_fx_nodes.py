@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 from modelprov import _stack_trace
+from modelprov._torch_compat import is_op_overload
 from modelprov.stablehlo._records import FxNodeInfo
 
 __all__ = ["fx_node_infos"]
@@ -76,14 +77,15 @@ def fx_node_infos(
         trace = str(node.meta.get("stack_trace") or "")
         if trace_options is not None:
             trace = _stack_trace.rewrite_paths(trace, trace_options)
-        frame = _stack_trace.innermost_frame(trace) if trace else None
+        user_code = trace_options.user_code if trace_options is not None else None
+        frame = _stack_trace.user_frame(trace, user_code) if trace else None
         target = node.target
         infos[node.name] = FxNodeInfo(
             name=node.name,
             source_nodes=tuple(_source_nodes(node, id(original), original_names)),
             module=module,
             module_type=module_type,
-            target=str(target) if isinstance(target, torch._ops.OpOverload) else _name(target),
+            target=str(target) if is_op_overload(target) else _name(target),
             file=frame.file if frame else None,
             line=frame.line if frame else None,
             stack_trace=trace,

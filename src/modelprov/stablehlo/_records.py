@@ -35,8 +35,9 @@ class FxNodeInfo:
         module: innermost module path from ``nn_module_stack`` ('' for the root module).
         module_type: qualified class name of that module ('' when unknown).
         target: the ATen target, e.g. ``aten.addmm.default``.
-        file: file of the innermost stack frame (None without a stack trace).
-        line: line of the innermost stack frame (None without a stack trace).
+        file: file of the innermost frame of the user's code (``_stack_trace.user_frame``;
+            None without a stack trace).
+        line: line of that frame (None without a stack trace).
         stack_trace: the node's full stack trace ('' when none).
     """
 
@@ -51,7 +52,7 @@ class FxNodeInfo:
 
     @property
     def stack(self) -> str:
-        """The innermost frame as ``file:line`` ('' when unknown)."""
+        """The user's innermost frame as ``file:line`` ('' when unknown)."""
         return f"{self.file}:{self.line}" if self.file is not None else ""
 
 
