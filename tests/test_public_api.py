@@ -82,6 +82,7 @@ PUBLIC_API: dict[str, list[str]] = {
     "modelprov.errors": [
         "AnnotationError",
         "CorrespondenceError",
+        "ExportError",
         "InvalidModelError",
         "MetadataError",
         "MissingDependencyError",
@@ -89,6 +90,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "PolicyError",
         "QuantizationError",
         "StableHLOError",
+        "VerificationError",
     ],
     "modelprov.keys": [
         "ATEN_CALL_KEY",
@@ -102,6 +104,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "CONFIDENCE_KEY",
         "CONSTANT_OF_KEY",
         "DIFF_FORMAT",
+        "FUNCTION_NAME_KEY",
         "FX_NODE_KEY",
         "HISTOGRAM_FORMAT",
         "INLINE_KEY",
@@ -132,6 +135,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "TABLE_KEY",
         "TORCH_EXPORT_KEY_PATTERN",
         "TORCH_PREFIX",
+        "VARIANT_KEY",
     ],
     "modelprov.onnx": [],
     "modelprov.policy": [
