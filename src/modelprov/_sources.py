@@ -13,13 +13,13 @@ import ast
 import base64
 import dataclasses
 import json
-import re
 import types
 import zlib
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from modelprov import _stack_trace
+from modelprov._torch_compat import fx_node_text_name, fx_node_text_target
 from modelprov.errors import MetadataError
 from modelprov.keys import (
     CLASS_HIERARCHY_KEY,
@@ -56,8 +56,6 @@ TABLE_VERSION = 1
 MAX_VALUE_BYTES = 1 << 20
 """Largest metadata value accepted (1 MiB); larger ones are almost surely not provenance."""
 
-_FX_NAME = re.compile(r"^%(?P<name>[^\s:]+)\s*:")
-_FX_TARGET = re.compile(r"target=(?:torch\.ops\.)?(?P<target>[\w.:]+)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,18 +89,16 @@ class Source:
     def from_metadata(cls, source_id: str, metadata: Mapping[str, str]) -> Source:
         """Builds a source from one node's original metadata."""
         fx_text = metadata.get(FX_NODE_KEY, "")
-        fx_match = _FX_NAME.match(fx_text)
-        target_match = _FX_TARGET.search(fx_text)
+        fx_name, target = fx_node_text_name(fx_text), fx_node_text_target(fx_text)
         scopes = _literal_list(metadata.get(NAME_SCOPES_KEY, ""))
         classes = _literal_list(metadata.get(CLASS_HIERARCHY_KEY, ""))
         trace = metadata.get(STACK_TRACE_KEY, "")
         frame = _stack_trace.innermost_frame(trace) if trace else None
-        target = target_match["target"] if target_match else ""
         if not target and classes and classes[-1].startswith("aten."):
             target = classes[-1]
         return cls(
             id=source_id,
-            fx_node=fx_match["name"] if fx_match else "",
+            fx_node=fx_name,
             module_path=scopes[-2] if len(scopes) >= 2 else "",
             module_type=classes[-2] if len(classes) >= 2 else "",
             target=target,
@@ -128,8 +124,7 @@ def _literal_list(value: str) -> list[str]:
 
 def fx_node_name(metadata: Mapping[str, str]) -> str:
     """The FX node name recorded in a node's metadata, or ''."""
-    match = _FX_NAME.match(metadata.get(FX_NODE_KEY, ""))
-    return match["name"] if match else ""
+    return fx_node_text_name(metadata.get(FX_NODE_KEY, ""))
 
 
 class SourceTable:
