@@ -8,6 +8,7 @@ import onnx_ir as ir
 from modelprov._correspond import all_nodes
 from modelprov._sources import Source, collect_sources, node_label
 from modelprov.errors import UsageError
+from modelprov.keys import ATEN_DOMAIN, MODULE_DOMAIN
 from modelprov.onnx._duplicates import merged_entries
 
 __all__ = ["function_body_sources", "node_sources", "proto_nodes", "sources"]
@@ -31,10 +32,10 @@ def node_sources(model: ir.Model) -> list[tuple[ir.Node, list[Source]]]:
 def function_body_sources(model: ir.Model) -> list[tuple[ir.Node, list[Source]]]:
     """The nodes in the bodies of the model's own (user) functions with their sources.
 
-    Bodies functionize made (domains ``pkg.torch.aten``/``pkg.torch.module``) are left out:
+    Bodies functionize made (the ATen and module function domains) are left out:
     they hold the first call's nodes, whose sources the calls carry.
     """
-    own = ("pkg.torch.aten", "pkg.torch.module")
+    own = (ATEN_DOMAIN, MODULE_DOMAIN)
     nodes = [
         node
         for function in model.functions.values()
