@@ -24,6 +24,11 @@ def not_a_model() -> tuple[Any, ...]:
     return ("model", ())
 
 
+def raises() -> tuple[Any, ...]:
+    """A factory that fails, to test that the command line reports it in one line."""
+    raise ValueError("no weights here")
+
+
 def tiny_gpt2() -> tuple[Any, ...]:
     """A 2-layer GPT-2 of random weights in the Hugging Face factory form:
     ``(model, (input_ids,), {"use_cache": False})``."""

@@ -15,6 +15,7 @@ import torch
 
 import modelprov
 from modelprov import _examples
+from modelprov.errors import MetadataError
 from modelprov.onnx._aten_record import record_aten_calls
 from modelprov.onnx._find_calls import find_calls
 from modelprov.onnx._functionize import FunctionizePass, functionize
@@ -276,3 +277,34 @@ def test_inline_record_is_versioned_json() -> None:
     document = json.loads(records[0])
     assert document["version"] == 1
     assert all("name" in entry for entry in document["nodes"])
+
+
+def _second_relu_call(model: ir.Model) -> ir.Node:
+    calls = [node for node in model.graph if node.op_type == "aten_relu_default"]
+    assert len(calls) == 2 and calls[0].op_identifier() == calls[1].op_identifier()
+    return calls[1]
+
+
+@pytest.mark.parametrize("record", [None, "{not json", '{"version": 1, "nodes": []}'])
+def test_inline_never_gives_a_call_another_calls_provenance(export_of, record) -> None:  # type: ignore[no-untyped-def]
+    plain = export_of("cnn")
+    functionized = modelprov.functionize(plain)
+    second = _second_relu_call(functionized)
+    own_fx = {
+        source.fx_node for source in modelprov.sources(functionized, second) if source.fx_node
+    }
+    if record is None:
+        del second.metadata_props["modelprov.inline"]
+    else:
+        second.metadata_props["modelprov.inline"] = record
+        with pytest.raises(MetadataError, match=f"node {second.name!r}.*modelprov.inline"):
+            modelprov.inline(functionized)
+        return
+    flat = modelprov.inline(functionized)
+    relu_fx = [
+        {s.fx_node for s in modelprov.sources(flat, node)}
+        for node in flat.graph
+        if node.op_type == "Relu"
+    ]
+    assert len(relu_fx) == 2
+    assert relu_fx[1] == own_fx and relu_fx[1] != relu_fx[0]

@@ -246,27 +246,60 @@ def split_chunks(trace: str) -> list[str]:
 
 
 def split_merged_traces(value: str) -> list[str]:
-    """The distinct traces a value holds: one for a plain trace, all for a merged one."""
+    """The distinct traces a value holds: one for a plain trace, all for a merged one.
+
+    A value is read as merged only when it has exactly the merged form (a header, its
+    shared lines, then sections ``trace 1 of N`` .. ``trace N of N``, or fewer followed by
+    the elision marker); anything else, e.g. a user's trace that happens to start with a
+    header-like line, is one plain trace, kept whole.
+    """
     lines = value.split("\n")
     header = _MERGED_HEADER.match(lines[0]) if lines else None
     if header is None:
         return [value] if value else []
-    shared_count = int(header["shared"])
+    parsed = _parse_merged(lines, int(header["count"]), int(header["shared"]))
+    return [value] if parsed is None else parsed
+
+
+def _parse_merged(lines: list[str], count: int, shared_count: int) -> list[str] | None:
+    """The traces of a merged value, or None when ``lines`` are not exactly that form."""
+    if count < 1 or shared_count > len(lines) - 2:
+        return None
     shared = lines[1 : 1 + shared_count]
-    traces: list[str] = []
-    current: list[str] | None = None
+    sections: list[list[str]] = []
+    elided = False
     for line in lines[1 + shared_count :]:
-        if _TRACE_HEADER.match(line):
-            if current is not None:
-                traces.append("\n".join(shared + current))
-            current = []
+        if elided:
+            return None
+        section = _TRACE_HEADER.match(line)
+        if section is not None:
+            if int(section["count"]) != count or int(section["index"]) != len(sections) + 1:
+                return None
+            sections.append([])
         elif _ELIDED.match(line):
-            continue
-        elif current is not None:
-            current.append(line)
-    if current is not None:
-        traces.append("\n".join(shared + current))
-    return traces
+            elided = True
+        elif sections:
+            sections[-1].append(line)
+        else:
+            return None
+    if not sections or len(sections) > count or (len(sections) < count and not elided):
+        return None
+    return ["\n".join(_unescape(shared + section)) for section in sections]
+
+
+_HEADER_LIKE = re.compile(r"^\\*\[modelprov:")
+
+
+def _escape(lines: Iterable[str]) -> list[str]:
+    """Lines of a trace as written inside the merged form: a line that could be taken for
+    one of its headers gets one more leading backslash (removed again when parsed)."""
+    return ["\\" + line if _HEADER_LIKE.match(line) else line for line in lines]
+
+
+def _unescape(lines: Iterable[str]) -> list[str]:
+    return [
+        line[1:] if line.startswith("\\") and _HEADER_LIKE.match(line) else line for line in lines
+    ]
 
 
 def _shared_frame_lines(traces: Sequence[Sequence[list[str]]]) -> int:
@@ -294,14 +327,16 @@ def format_merged_traces(traces: Iterable[str], *, max_bytes: int | None = None)
             if trace not in seen:
                 seen.add(trace)
                 distinct.append(trace)
-    if len(distinct) <= 1:
+    # One trace is written verbatim, unless it would read back as several (it has the
+    # merged form once its escapes are removed): then as a merged value of one trace.
+    if len(distinct) <= 1 and not (distinct and distinct[0] and _misread(distinct[0])):
         single = distinct[0] if distinct else ""
         if max_bytes is None or len(single.encode()) <= max_bytes:
             return single
         return _elide_frames(single, max_bytes)
     grouped = [_frame_groups(trace.split("\n")) for trace in distinct]
     shared_lines = _shared_frame_lines(grouped)
-    all_lines = [trace.split("\n") for trace in distinct]
+    all_lines = [_escape(trace.split("\n")) for trace in distinct]
     out = [f"[modelprov: {len(distinct)} stack traces; {shared_lines} shared lines]"]
     out.extend(all_lines[0][:shared_lines])
     sections = [
@@ -312,6 +347,10 @@ def format_merged_traces(traces: Iterable[str], *, max_bytes: int | None = None)
     if max_bytes is None or len(text.encode()) <= max_bytes:
         return text
     return _elide(out, sections, max_bytes)
+
+
+def _misread(trace: str) -> bool:
+    return split_merged_traces(trace) != [trace]
 
 
 def _elide(head: list[str], sections: list[str], max_bytes: int) -> str:

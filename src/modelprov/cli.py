@@ -1,8 +1,11 @@
 """The ``modelprov`` command line: thin over the Python API.
 
-Exit codes: 0 ok, 1 a check failed (``--fail-under``), 2 usage or input error. Reports go
-to stdout; errors, progress and each command's one summary line go to stderr (a spinner on a
-terminal, rate-limited lines otherwise; ``-q`` silences progress and summaries).
+Exit codes (:class:`modelprov.errors.ExitCode`): 0 ok, 1 a check failed (``--fail-under``),
+2 usage or input error, 3 an output cannot be written, 4 StableHLO lowering failed, 5 an
+optional dependency is missing, 70 internal error, 130 interrupted (Ctrl-C, SIGTERM), 141
+stdout closed early. Errors are one line on stderr (``--debug`` adds the traceback). Reports
+go to stdout; errors, progress and each command's one summary line go to stderr (a spinner on
+a terminal, rate-limited lines otherwise; ``-q`` silences progress and summaries).
 """
 
 from __future__ import annotations
@@ -12,8 +15,11 @@ import contextlib
 import importlib
 import json
 import logging
+import math
 import os
+import signal
 import sys
+import traceback
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -26,21 +32,24 @@ from modelprov._io import (
     model_from_proto,
     save_model,
 )
-from modelprov.errors import ModelprovError
+from modelprov.errors import ExitCode, ModelprovError, UsageError
 from modelprov.keys import CONFIDENCE_KEY
 
 if TYPE_CHECKING:
     import onnx_ir as ir
 
-__all__ = ["build_parser", "main"]
+__all__ = ["ExitCode", "UsageError", "build_parser", "main"]
 
-EXIT_OK = 0
-EXIT_CHECK_FAILED = 1
-EXIT_USAGE = 2
+EXIT_OK = ExitCode.OK
+EXIT_CHECK_FAILED = ExitCode.CHECK_FAILED
+EXIT_USAGE = ExitCode.BAD_INPUT
 
 
-class UsageError(ModelprovError):
-    """A command-line argument is wrong (exit code 2)."""
+class _ArgumentParser(argparse.ArgumentParser):
+    """argparse with one-line errors: ``modelprov: error: ...`` and exit code 2."""
+
+    def error(self, message: str) -> Any:  # type: ignore[override]
+        raise UsageError(f"{self.prog}: {message} (see {self.prog} --help)")
 
 
 @contextlib.contextmanager
@@ -79,7 +88,7 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
     output = check_output(args.output, [args.model], in_place=args.in_place)
     with _status(f"loading {args.model}"):
         proto = load_model_proto(args.model, load_weights=True)
-        model = ir.from_proto(proto)
+        model = model_from_proto(proto, args.model)
     optimize_pass = OptimizeProvenancePass(per_pass=bool(args.report or args.json))
     with _status("optimizing"):
         result = optimize_pass(model)
@@ -108,7 +117,7 @@ def _cmd_recover(args: argparse.Namespace) -> int:
     from modelprov.onnx._recover import recover
 
     with _status("recovering provenance"):
-        result = recover(original, optimized)
+        result = recover(original, optimized, force=args.force)
     with _status(f"writing {output}"):
         if not isinstance(result, ir.Model):
             result = model_from_proto(result, args.optimized)
@@ -211,10 +220,19 @@ def _load_factory(spec: str) -> Callable[[], Any]:
     return factory  # type: ignore[no-any-return]
 
 
+def _call_factory(spec: str) -> Any:
+    """Imports and calls MODULE:FACTORY; whatever it raises becomes a one-line UsageError."""
+    factory = _load_factory(spec)
+    try:
+        return factory()
+    except Exception as error:
+        raise UsageError(f"{spec}: the factory raised {_one_line(error)}") from error
+
+
 def _model_and_inputs(spec: str) -> tuple[Any, tuple[Any, ...], dict[str, Any]]:
     import torch
 
-    made = _load_factory(spec)()
+    made = _call_factory(spec)
     if not isinstance(made, tuple) or len(made) not in (2, 3):
         raise UsageError(
             f"{spec} returned {type(made).__name__}; it must return (model, args) or "
@@ -232,8 +250,9 @@ def _read_annotations(path: str) -> dict[str, dict[str, Any]]:
     try:
         with open(path, encoding="utf-8") as stream:
             document = json.load(stream)
-    except (OSError, ValueError) as error:
-        raise UsageError(f"{path}: cannot read annotations: {error}") from None
+    except (OSError, ValueError, RecursionError) as error:
+        reason = "nested too deeply" if isinstance(error, RecursionError) else error
+        raise UsageError(f"{path}: cannot read annotations: {reason}") from None
     if not isinstance(document, dict) or not all(isinstance(v, dict) for v in document.values()):
         raise UsageError(
             f"{path}: annotations must be a JSON object {{module_path: {{key: value}}}}"
@@ -247,7 +266,7 @@ def _calibration_batches(
     """``--batches FACTORY``'s batches (at most ``--calibrate N`` of them), else N random
     batches like the example inputs (tensors random, other arguments kept as constants)."""
     if args.batches:
-        made = _load_factory(args.batches)()
+        made = _call_factory(args.batches)
         if isinstance(made, str | bytes) or not hasattr(made, "__iter__"):
             raise UsageError(
                 f"{args.batches} returned {type(made).__name__}; it must return an iterable "
@@ -293,7 +312,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
         for path, keys in _read_annotations(args.annotations).items():
             annotations.setdefault(path, {}).update(keys)
     if args.onnx is not None:
-        with _status(f"exporting {args.onnx}"):
+        with _status(f"exporting {args.onnx}"), _user_model_errors(args.factory, "export"):
             onnx_program = modelprov.export(
                 model,
                 example,
@@ -318,6 +337,17 @@ def _cmd_export(args: argparse.Namespace) -> int:
             f"{program.coverage:.0%} name their FX node"
         )
     return EXIT_OK
+
+
+@contextlib.contextmanager
+def _user_model_errors(spec: str, doing: str) -> Iterator[None]:
+    """Failures of torch on the user's model become one-line usage errors naming it."""
+    try:
+        yield
+    except (ModelprovError, KeyboardInterrupt):
+        raise
+    except Exception as error:
+        raise UsageError(f"{spec}: {doing} failed: {_one_line(error)}") from error
 
 
 def _quantized_name(path: str) -> str:
@@ -481,7 +511,7 @@ def _add_output(parser: argparse.ArgumentParser) -> None:
 def _cmd_report(args: argparse.Namespace) -> int:
     from modelprov.report import write_report
 
-    check_output(args.output, [args.model], in_place=False)
+    check_output(args.output, [args.model, *([args.before] if args.before else [])])
     with _status(f"writing the report {args.output}"):
         path = write_report(args.model, args.output, before=args.before)
     _progress.summary(f"wrote {path}: open it in a browser (it loads nothing)")
@@ -520,23 +550,27 @@ def _positive_int(text: str) -> int:
 
 
 def _recall(text: str) -> float:
+    """A recall threshold: a number in [0, 1] (nan and out-of-range values refused)."""
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0.0 <= value <= 1.0:
+    if math.isnan(value) or not 0.0 <= value <= 1.0:
         raise argparse.ArgumentTypeError(f"{value} is not a recall; give a number in 0..1")
     return value
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``modelprov`` command."""
-    parser = argparse.ArgumentParser(
+    parser = _ArgumentParser(
         prog="modelprov",
         description="Keep every operation's provenance through ONNX export and optimization. "
         "Exit codes: 0 ok, 1 a check failed, 2 usage or input error.",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress details")
+    parser.add_argument(
+        "--debug", action="store_true", help="print the traceback of an error (for bug reports)"
+    )
     parser.add_argument(
         "-q",
         "--quiet",
@@ -620,6 +654,12 @@ def build_parser() -> argparse.ArgumentParser:
     recover.add_argument("original", metavar="ORIGINAL.onnx", help="the model before the tool")
     recover.add_argument("optimized", metavar="OPTIMIZED.onnx", help="the tool's output")
     _add_output(recover)
+    recover.add_argument(
+        "--force",
+        action="store_true",
+        help="recover even when OPTIMIZED does not look made from ORIGINAL (different "
+        "interface, op kinds or size)",
+    )
     recover.set_defaults(run=_cmd_recover)
 
     functionize = commands.add_parser(
@@ -705,12 +745,77 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _one_line(error: BaseException) -> str:
+    text = " ".join(str(error).split()) or type(error).__name__
+    if not isinstance(error, ModelprovError):
+        text = f"{type(error).__name__}: {text}"
+    return text if len(text) <= 2000 else text[:1997] + "..."
+
+
+def _say(text: str) -> None:
+    """One line on stderr, whatever characters it holds."""
+    encoding = getattr(sys.stderr, "encoding", None) or "utf-8"
+    sys.stderr.write(text.encode(encoding, "backslashreplace").decode(encoding) + "\n")
+    sys.stderr.flush()
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _silence_stdout() -> None:
+    """After the reader of stdout left: no more writes, and no error at exit's flush."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Runs the command line; returns the exit code."""
+    """Runs the command line; returns the exit code (:class:`ExitCode`).
+
+    Every error modelprov raises on purpose is one line on stderr and its class's exit
+    code; any other exception is an internal error (exit 70) shown as one line, with the
+    traceback only under ``--debug``. Ctrl-C and SIGTERM stop quietly (exit 130; partial
+    outputs are removed); a closed stdout (``| head``) ends quietly (exit 141).
+    """
+    debug = "--debug" in (sys.argv[1:] if argv is None else argv)
+    previous = None
+    with contextlib.suppress(ValueError):  # not the main thread: leave SIGTERM alone
+        previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        return _run(argv)
+    except ModelprovError as error:
+        if debug:
+            traceback.print_exc()
+        _say(f"modelprov: error: {_one_line(error)}")
+        return error.exit_code
+    except KeyboardInterrupt:
+        _say("modelprov: interrupted; nothing was left half-written")
+        return ExitCode.INTERRUPTED
+    except BrokenPipeError:
+        _silence_stdout()
+        return ExitCode.BROKEN_PIPE
+    except SystemExit as exit_:
+        return exit_.code if isinstance(exit_.code, int) else ExitCode.BAD_INPUT
+    except Exception as error:
+        if debug:
+            traceback.print_exc()
+        _say(
+            f"modelprov: internal error: {_one_line(error)} (a bug: rerun with --debug and "
+            "report the traceback)"
+        )
+        return ExitCode.INTERNAL_ERROR
+    finally:
+        if previous is not None:
+            with contextlib.suppress(ValueError):
+                signal.signal(signal.SIGTERM, previous)
+
+
+def _run(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s"
+        level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s", force=True
     )
     _progress.QUIET.set(bool(args.quiet))
     if not args.verbose:
@@ -719,17 +824,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             warnings.simplefilter("ignore", category)
     try:
         code: int = args.run(args)
-    except ModelprovError as error:
-        print(f"modelprov: error: {error}", file=sys.stderr)
-        return EXIT_USAGE
     except ImportError as error:
+        if isinstance(error, ModelprovError):
+            raise
         if getattr(error, "name", "") and str(error.name).startswith("modelprov."):
-            print(
-                f"modelprov: error: {args.command} is not available in this installation ({error})",
-                file=sys.stderr,
-            )
-            return EXIT_USAGE
+            raise UsageError(
+                f"{args.command} is not available in this installation ({error})"
+            ) from error
         raise
+    sys.stdout.flush()
     return code
 
 

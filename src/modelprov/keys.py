@@ -43,6 +43,7 @@ __all__ = [
     "RECOVER_REPORT_FORMAT",
     "REPORT_FORMAT",
     "RESERVED_PREFIX",
+    "SOURCE_NODE_KEY",
     "STABLEHLO_MODULE_KEY",
     "STABLEHLO_MODULE_TYPE_KEY",
     "STABLEHLO_NODE_KEY",
@@ -99,6 +100,9 @@ ATEN_CALL_KEY: Final = "pkg.modelprov.aten_call"
 ATEN_TARGET_KEY: Final = "pkg.modelprov.aten_target"
 ATEN_SCHEMA_KEY: Final = "pkg.modelprov.aten_schema"
 MODULE_CLASS_KEY: Final = "pkg.modelprov.module_class"
+SOURCE_NODE_KEY: Final = "pkg.modelprov.source_node"
+"""Node key (modelprov.export): the user's torch.export node(s) the node came from; the id
+StableHLO's ``modelprov.source_node`` shares (``modelprov.join_sources``)."""
 FUNCTION_NAME_KEY: Final = "pkg.modelprov.function_name"
 """Function key (every function): its base name (``aten_addmm_default``, ``GPT2Block``)."""
 VARIANT_KEY: Final = "pkg.modelprov.variant"

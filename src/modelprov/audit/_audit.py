@@ -20,7 +20,9 @@ import onnx
 import onnx_ir as ir
 
 from modelprov._io import load_model_proto
+from modelprov._proto_check import text_problems
 from modelprov._sources import MAX_VALUE_BYTES, Source, collect_sources, node_label
+from modelprov.errors import MetadataError
 from modelprov.keys import AUDIT_FORMAT
 
 __all__ = [
@@ -225,6 +227,19 @@ def _proto_holders(proto: onnx.ModelProto) -> Iterator[_Holder]:
             )
 
 
+_OWN_FUNCTIONS = ("function pkg.torch.aten::", "function pkg.torch.module::")
+
+
+def _is_user_body_node(holder: _Holder) -> bool:
+    """A node in the body of a user's function: its metadata is its own source (the bodies
+    functionize makes hold the first call's nodes, whose sources the calls carry)."""
+    return (
+        holder.scope == "functions"
+        and " node " in holder.where
+        and not holder.where.startswith(_OWN_FUNCTIONS)
+    )
+
+
 def _proto_functions(proto: onnx.ModelProto) -> list[FunctionUse]:
     calls: Counter[tuple[str, str, str]] = Counter()
 
@@ -361,9 +376,12 @@ def audit(model: onnx.ModelProto | ir.Model | str | os.PathLike[str]) -> AuditRe
     A path is read without its external weights. Raises InvalidModelError for an unreadable
     file and MetadataError when the model's sources table is corrupt.
     """
+    where = os.fspath(model) if isinstance(model, str | os.PathLike) else "model"
     if isinstance(model, str | os.PathLike):
         model = load_model_proto(model, load_weights=False)
     if isinstance(model, onnx.ModelProto):
+        for problem in text_problems(model, metadata=False):  # metadata: reported below
+            raise MetadataError(f"{where}: {problem}; fix it before auditing")
         holders = list(_proto_holders(model))
         functions = _proto_functions(model)
     elif isinstance(model, ir.Model):
@@ -380,7 +398,11 @@ def audit(model: onnx.ModelProto | ir.Model | str | os.PathLike[str]) -> AuditRe
         entries, problems = _check(holder)
         valid.append(entries)
         invalid.extend(problems)
-    nodes = [(h.where, v) for h, v in zip(holders, valid, strict=True) if h.scope == "nodes"]
+    nodes = [
+        (h.where, v)
+        for h, v in zip(holders, valid, strict=True)
+        if h.scope == "nodes" or _is_user_body_node(h)
+    ]
     model_metadata = valid[0]
     table, node_ids = collect_sources(model_metadata, nodes)
     referenced = {source_id for ids in node_ids for source_id in ids}

@@ -83,32 +83,51 @@ class AtenCall:
 
     @classmethod
     def from_json(cls, text: str) -> AtenCall | None:
-        """Parses a record; None when it is not one this version reads."""
+        """Parses a record; None when it is not one this version reads (wrong version or
+        shape), so the caller falls back to the FX node's text."""
         try:
             document = json.loads(text)
-        except ValueError:
+        except (ValueError, TypeError, RecursionError):
             return None
-        if not isinstance(document, dict) or document.get("version") != ATEN_CALL_VERSION:
+        if not isinstance(document, dict):
             return None
-        arguments: list[AtenArgument] = []
-        for entry in document.get("args", []):
-            if "tensor" in entry:
-                raw = entry["tensor"]
-                items = raw if isinstance(raw, list) else [raw]
-                tensors = tuple(
-                    (str(item["fx"]), str(item.get("onnx") or "")) if item else ("", "")
-                    for item in items
-                )
-                arguments.append(
-                    AtenArgument(
-                        entry["name"], entry["type"], True, tensors, is_list=isinstance(raw, list)
-                    )
-                )
-            else:
-                arguments.append(
-                    AtenArgument(entry["name"], entry["type"], False, (), entry["value"])
-                )
-        return cls(str(document["target"]), str(document.get("schema", "")), tuple(arguments))
+        version, args = document.get("version"), document.get("args", [])
+        target, schema = document.get("target"), document.get("schema", "")
+        if type(version) is not int or version != ATEN_CALL_VERSION:
+            return None
+        if not isinstance(target, str) or not isinstance(schema, str):
+            return None
+        if not isinstance(args, list):
+            return None
+        arguments = [_argument(entry) for entry in args]
+        if any(argument is None for argument in arguments):
+            return None
+        return cls(target, schema, tuple(a for a in arguments if a is not None))
+
+
+def _argument(entry: object) -> AtenArgument | None:
+    """One argument of a record, or None when it is malformed."""
+    if not isinstance(entry, dict):
+        return None
+    name, kind = entry.get("name"), entry.get("type")
+    if not isinstance(name, str) or not isinstance(kind, str):
+        return None
+    if "tensor" not in entry:
+        return AtenArgument(name, kind, False, (), entry.get("value"))
+    raw = entry["tensor"]
+    items = raw if isinstance(raw, list) else [raw]
+    tensors: list[tuple[str, str]] = []
+    for item in items:
+        if item is None:
+            tensors.append(("", ""))
+        elif isinstance(item, dict) and isinstance(item.get("fx"), str):
+            onnx_name = item.get("onnx") or ""
+            if not isinstance(onnx_name, str):
+                return None
+            tensors.append((item["fx"], onnx_name))
+        else:
+            return None
+    return AtenArgument(name, kind, True, tuple(tensors), is_list=isinstance(raw, list))
 
 
 def to_json_value(value: Any) -> Any:

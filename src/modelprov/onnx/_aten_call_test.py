@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from modelprov.onnx._aten_call import (
     AtenCall,
     call_from_fx_text,
@@ -65,3 +67,20 @@ def test_names_and_attributes() -> None:
     shape = onnx_attribute(call.arguments[1])
     assert eps is not None and abs(eps.value - 1e-05) < 1e-9
     assert shape is not None and list(shape.value) == [64]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"version": true, "target": "aten::relu.default", "args": []}',
+        '{"version": 1.0, "target": "aten::relu.default", "args": []}',
+        '{"version": 1, "target": 5, "args": []}',
+        '{"version": 1, "target": "aten::relu.default", "args": [7]}',
+        '{"version": 1, "target": "aten::relu.default", "args": [{"name": "self"}]}',
+        '{"version": 1, "target": "t", "args": [{"name": "x", "type": "Tensor", "tensor": 3}]}',
+        "[" * 50_000,
+        "not json",
+    ],
+)
+def test_malformed_records_are_not_read(text: str) -> None:
+    assert AtenCall.from_json(text) is None

@@ -7,6 +7,7 @@ from typing import overload
 import onnx
 import onnx_ir as ir
 
+from modelprov._proto_check import read_proto
 from modelprov.keys import ATEN_DOMAIN, ATEN_TARGET_KEY, MODULE_CLASS_KEY, MODULE_DOMAIN
 from modelprov.onnx._wrap import function_name
 
@@ -49,7 +50,7 @@ def find_calls(
         (call node, function) pairs of the same kind as ``model``.
     """
     if isinstance(model, onnx.ModelProto):
-        found = find_calls(ir.from_proto(model), what)
+        found = find_calls(read_proto(model), what)
         functions = {(f.domain, f.name, f.overload): f for f in model.functions}
         nodes = _proto_nodes(model)
         result: list[tuple[onnx.NodeProto, onnx.FunctionProto]] = []

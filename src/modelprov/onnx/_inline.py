@@ -11,12 +11,13 @@ it). Functions no call uses any more are removed; other functions are left alone
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, overload
 
 import onnx
 import onnx_ir as ir
 
+from modelprov.errors import MetadataError
 from modelprov.keys import (
     ATEN_DOMAIN,
     CONSTANT_OF_KEY,
@@ -34,18 +35,83 @@ __all__ = ["InlinePass", "inline"]
 _DOMAINS = (ATEN_DOMAIN, MODULE_DOMAIN)
 
 
-def _record(call: ir.Node) -> list[dict[str, Any]] | None:
+def _record(call: ir.Node, body_size: int) -> list[dict[str, Any]] | None:
+    """The call's checked ``modelprov.inline`` record; None when it has none.
+
+    A record that is there but unreadable, of another version, of another length than the
+    body, or with fields of the wrong type is a MetadataError naming the call: inlining
+    with the body's names and metadata instead would give this call another call's
+    provenance.
+    """
     text = call.metadata_props.get(INLINE_KEY)
-    if not text:
+    if text is None:
         return None
+    where = f"node {call.name!r}: its {INLINE_KEY!r} record"
+    fix = "; restore it from the functionized model or remove the key to inline without it"
+    if not isinstance(text, str):
+        raise MetadataError(f"{where} is not valid UTF-8{fix}")
     try:
         document = json.loads(text)
-    except ValueError:
-        return None
-    if not isinstance(document, dict) or document.get("version") != INLINE_VERSION:
-        return None
+    except (ValueError, RecursionError):
+        raise MetadataError(f"{where} is not valid JSON{fix}") from None
+    if not isinstance(document, dict):
+        raise MetadataError(f"{where} is not a JSON object{fix}")
+    version = document.get("version")
+    if type(version) is not int or version != INLINE_VERSION:
+        raise MetadataError(
+            f"{where} has version {version!r}; this modelprov reads version {INLINE_VERSION}"
+        )
     nodes = document.get("nodes")
-    return nodes if isinstance(nodes, list) else None
+    if not isinstance(nodes, list) or len(nodes) != body_size:
+        raise MetadataError(
+            f"{where} must list {body_size} nodes, one per body node of "
+            f"{call.domain}::{call.op_type}{fix}"
+        )
+    for position, entry in enumerate(nodes):
+        problem = _entry_problem(entry)
+        if problem:
+            raise MetadataError(f"{where}, node {position}: {problem}{fix}")
+    return nodes
+
+
+def _is_str_map(value: object, *, nullable: bool = False) -> bool:
+    return isinstance(value, dict) and all(
+        isinstance(k, str) and (isinstance(v, str) or (nullable and v is None))
+        for k, v in value.items()
+    )
+
+
+def _entry_problem(entry: object) -> str:
+    """What is wrong with one node entry of an inline record ('' when nothing)."""
+    if not isinstance(entry, dict):
+        return "must be a JSON object"
+    checks: dict[str, Callable[[Any], bool]] = {
+        "name": lambda v: isinstance(v, str),
+        "outputs": lambda v: isinstance(v, list) and all(isinstance(i, str) for i in v),
+        "types": lambda v: isinstance(v, list) and all(_is_type(i) for i in v),
+        "meta": lambda v: _is_str_map(v, nullable=True),
+        "value_meta": lambda v: isinstance(v, list) and all(_is_str_map(i) for i in v),
+        "constant_of": lambda v: isinstance(v, str),
+    }
+    for field, check in checks.items():
+        if field in entry and not check(entry[field]):
+            return f"field {field!r} has the wrong type ({str(entry[field])[:40]!r})"
+    return ""
+
+
+def _is_type(entry: object) -> bool:
+    """True for :func:`type_json`'s form: ``[dtype, dims or null]`` or null."""
+    if entry is None:
+        return True
+    if not isinstance(entry, list) or len(entry) != 2 or type(entry[0]) is not int:
+        return False
+    if entry[0] not in {int(member) for member in ir.DataType}:
+        return False
+    dims = entry[1]
+    return dims is None or (
+        isinstance(dims, list)
+        and all(d is None or isinstance(d, str) or (type(d) is int and d >= 0) for d in dims)
+    )
 
 
 class InlinePass(ir.passes.InPlacePass):
@@ -60,9 +126,18 @@ class InlinePass(ir.passes.InPlacePass):
         placeholders: list[tuple[ir.Node, str]] = []
         expanded = 0
         pending = [node for node in graph if _is_ours(node, functions)]
+        bodies_used: set[ir.OperatorIdentifier] = set()
         while pending:
             call = pending.pop(0)
-            new_nodes = _expand(call, functions[call.op_identifier()], names, placeholders)
+            identifier = call.op_identifier()
+            new_nodes = _expand(
+                call,
+                functions[identifier],
+                names,
+                placeholders,
+                owns_body=identifier not in bodies_used,
+            )
+            bodies_used.add(identifier)
             graph.insert_before(call, new_nodes)
             for old, new in zip(call.outputs, _function_outputs(call, new_nodes), strict=True):
                 old.replace_all_uses_with(new, replace_graph_outputs=True)
@@ -99,11 +174,16 @@ def _expand(
     function: ir.Function,
     names: set[str],
     placeholders: list[tuple[ir.Node, str]],
+    *,
+    owns_body: bool,
 ) -> list[ir.Node]:
-    """Copies of the body's nodes for one call, with the call's own names and metadata."""
-    record = _record(call)
-    if record is not None and len(record) != len(function):
-        record = None
+    """Copies of the body's nodes for one call, with the call's own names and metadata.
+
+    A call without a record takes the body's metadata only when it ``owns_body`` (the
+    first call, whose nodes the body is); any other such call gives every node its own
+    metadata (its sources), never the first call's.
+    """
+    record = _record(call, len(function))
     base = {k: v for k, v in call.metadata_props.items() if k != INLINE_KEY}
     values: dict[ir.Value, ir.Value | None] = {}
     for index, value in enumerate(function.inputs):
@@ -126,8 +206,10 @@ def _expand(
                     metadata[key] = value
             if "constant_of" in entry:
                 metadata = {CONSTANT_OF_KEY: entry["constant_of"]}
-        else:
+        elif owns_body or CONSTANT_OF_KEY in node.metadata_props:
             metadata = dict(node.metadata_props)
+        else:
+            metadata = dict(base)
         name = entry.get("name", node.name or "")
         copy = ir.Node(
             node.domain,
@@ -160,8 +242,11 @@ def _expand(
             else:
                 new.type = old.type
                 new.shape = old.shape
-            meta = values_meta[index] if index < len(values_meta) else old.metadata_props
-            new.metadata_props.update(meta if record is not None else old.metadata_props)
+            if record is not None:
+                meta = values_meta[index] if index < len(values_meta) else old.metadata_props
+                new.metadata_props.update(meta)
+            elif owns_body:
+                new.metadata_props.update(old.metadata_props)
         constant_of = copy.metadata_props.get(CONSTANT_OF_KEY)
         if constant_of is not None:
             placeholders.append((copy, constant_of))

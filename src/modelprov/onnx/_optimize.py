@@ -19,9 +19,15 @@ import onnx_ir.passes.common as common_passes
 import onnxscript.optimizer
 import onnxscript.rewriter
 
-from modelprov._correspond import Change, Snapshot, diff
+from modelprov._correspond import Change, Snapshot, all_nodes, diff
 from modelprov._stack_trace import TraceOptions
 from modelprov.onnx._convert import run_on_copy
+from modelprov.onnx._function_bodies import (
+    add_body_sources,
+    calls_functions,
+    inline_modelprov_calls,
+    inline_user_functions,
+)
 from modelprov.onnx._model_state import model_state
 from modelprov.onnx._provenance import Provenance
 from modelprov.policy import Policies
@@ -122,8 +128,19 @@ class OptimizeProvenancePass(ir.passes.InPlacePass):
 
     def call(self, model: ir.Model) -> OptimizeResult:
         before = model_state(model)
+        inline_modelprov_calls(model)
         provenance = Provenance.read(model, trace_options=self.trace_options)
-        steps = self._optimizer(model, provenance, "onnxscript.optimizer")
+        steps: list[StepRecord] = []
+        if calls_functions(model):
+            old_nodes = set(all_nodes(model.graph))
+            calls = [
+                dict(n.metadata_props) for n in old_nodes if n.op_identifier() in model.functions
+            ]
+            steps.append(
+                track(model, provenance, "inline functions", lambda: inline_user_functions(model))
+            )
+            add_body_sources(provenance, model, old_nodes, calls)
+        steps += self._optimizer(model, provenance, "onnxscript.optimizer")
         if self.rules:
             rules = list(self.rules)
             record = track(
@@ -232,5 +249,5 @@ def optimize(
     optimize_pass = OptimizeProvenancePass(
         policies=policies, rules=rules, trace_options=trace_options
     )
-    optimized, _ = run_on_copy(optimize_pass, model)
+    optimized, _ = run_on_copy(optimize_pass, model, policies)
     return optimized

@@ -31,8 +31,11 @@ import onnx_ir.passes.common as common_passes
 
 from modelprov._correspond import Change, Snapshot, all_nodes, diff
 from modelprov._io import load_model_proto
+from modelprov._proto_check import read_proto
 from modelprov.errors import CorrespondenceError
 from modelprov.keys import CONFIDENCE_KEY, RECOVER_REPORT_FORMAT
+from modelprov.onnx._correspondence_check import correspondence_problems
+from modelprov.onnx._duplicates import merged_entries
 from modelprov.onnx._lookup import proto_nodes
 from modelprov.onnx._provenance import Provenance
 from modelprov.policy import Policies
@@ -95,18 +98,25 @@ def _text(item: object) -> str:
     return str(item)
 
 
-def _repair_proto(proto: onnx.ModelProto) -> list[str]:
-    """Drops duplicate metadata keys (last wins) and replaces invalid UTF-8, in place."""
+@dataclasses.dataclass(frozen=True)
+class _Entry:
+    key: str
+    value: str
+
+
+def _repair_proto(proto: onnx.ModelProto, policies: Policies | None = None) -> list[str]:
+    """Merges duplicate metadata keys by their policies and replaces invalid UTF-8, in
+    place."""
     repaired: list[str] = []
 
     def fix(entries: object, where: str) -> None:
         items = list(entries)  # type: ignore[call-overload]
-        merged: dict[str, str] = {}
-        bad = False
-        for entry in items:
-            key, value = _text(entry.key), _text(entry.value)
-            bad |= key != entry.key or value != entry.value
-            merged[key] = value
+        texts = [_Entry(_text(entry.key), _text(entry.value)) for entry in items]
+        bad = any(
+            text.key != entry.key or text.value != entry.value
+            for text, entry in zip(texts, items, strict=True)
+        )
+        merged = merged_entries(texts, where=where, policies=policies)
         if bad or len(merged) != len(items):
             repaired.append(where)
             del entries[:]  # type: ignore[attr-defined]
@@ -330,9 +340,25 @@ def _confidence(
 
 
 def recover_ir(
-    original: ir.Model, optimized: ir.Model, *, policies: Policies | None = None
+    original: ir.Model,
+    optimized: ir.Model,
+    *,
+    policies: Policies | None = None,
+    force: bool = False,
 ) -> RecoveryReport:
-    """Writes provenance onto ``optimized`` (an onnx_ir model, changed in place)."""
+    """Writes provenance onto ``optimized`` (an onnx_ir model, changed in place).
+
+    Raises CorrespondenceError saying what differs when ``optimized`` was evidently not
+    made from ``original`` (interface, op kinds, size; see ``_correspondence_check``),
+    unless ``force``.
+    """
+    problems = correspondence_problems(original, optimized)
+    if problems and not force:
+        raise CorrespondenceError(
+            "the optimized model does not correspond to the original: "
+            + "; ".join(problems)
+            + "; pass the model the tool was given, or force=True (--force) to recover anyway"
+        )
     _check_same_interface(original, optimized)
     repaired = _repair_ir(optimized)
     provenance = Provenance.read(original)
@@ -408,7 +434,11 @@ def _copy_metadata(source: ir.Model, target: onnx.ModelProto) -> None:
 
 @overload
 def recover(
-    original: ModelInput, optimized: ir.Model, *, policies: Policies | None = ...
+    original: ModelInput,
+    optimized: ir.Model,
+    *,
+    policies: Policies | None = ...,
+    force: bool = ...,
 ) -> ir.Model: ...
 @overload
 def recover(
@@ -416,9 +446,14 @@ def recover(
     optimized: onnx.ModelProto | str | os.PathLike[str],
     *,
     policies: Policies | None = ...,
+    force: bool = ...,
 ) -> onnx.ModelProto: ...
 def recover(
-    original: ModelInput, optimized: ModelInput, *, policies: Policies | None = None
+    original: ModelInput,
+    optimized: ModelInput,
+    *,
+    policies: Policies | None = None,
+    force: bool = False,
 ) -> onnx.ModelProto | ir.Model:
     """Returns ``optimized`` with every node's provenance restored from ``original``.
 
@@ -428,16 +463,22 @@ def recover(
         optimized: the model the tool wrote; a ModelProto, an onnx_ir.Model or a path.
             External weights are never loaded.
         policies: merge policies (default modelprov.DEFAULT_POLICIES).
+        force: recover even when the models do not look like they correspond (different
+            interface, op kinds or size: CorrespondenceError says what differs).
 
     Returns:
         The optimized model with metadata restored, as an onnx_ir.Model when ``optimized``
         is one, else as an onnx.ModelProto. Neither input is modified.
     """
-    return recover_with_report(original, optimized, policies=policies)[0]
+    return recover_with_report(original, optimized, policies=policies, force=force)[0]
 
 
 def recover_with_report(
-    original: ModelInput, optimized: ModelInput, *, policies: Policies | None = None
+    original: ModelInput,
+    optimized: ModelInput,
+    *,
+    policies: Policies | None = None,
+    force: bool = False,
 ) -> tuple[onnx.ModelProto | ir.Model, RecoveryReport]:
     """:func:`recover`, also returning what it found (:class:`RecoveryReport`).
 
@@ -447,16 +488,18 @@ def recover_with_report(
     before = _load(original, "original")
     after = _load(optimized, "optimized")
     original_ir = (
-        before.clone() if isinstance(before, ir.Model) else ir.from_proto(_repaired(before)[0])
+        before.clone()
+        if isinstance(before, ir.Model)
+        else read_proto(_repaired(before, policies)[0], "the original model")
     )
     _infer_shapes(original_ir)
     if isinstance(after, ir.Model):
         result = after.clone()
-        report = recover_ir(original_ir, result, policies=policies)
+        report = recover_ir(original_ir, result, policies=policies, force=force)
         return result, report
-    proto, repaired = _repaired(after)
-    working = ir.from_proto(proto)
-    report = recover_ir(original_ir, working, policies=policies)
+    proto, repaired = _repaired(after, policies)
+    working = read_proto(proto, "the optimized model")
+    report = recover_ir(original_ir, working, policies=policies, force=force)
     _copy_metadata(working, proto)
     report = dataclasses.replace(report, repaired=tuple(_dedupe([*repaired, *report.repaired])))
     return proto, report
@@ -470,10 +513,12 @@ def _infer_shapes(model: ir.Model) -> None:
         logger.info("shape inference on the original model failed: %s", error)
 
 
-def _repaired(proto: onnx.ModelProto) -> tuple[onnx.ModelProto, list[str]]:
+def _repaired(
+    proto: onnx.ModelProto, policies: Policies | None
+) -> tuple[onnx.ModelProto, list[str]]:
     copy = onnx.ModelProto()
     copy.CopyFrom(proto)
-    return copy, _repair_proto(copy)
+    return copy, _repair_proto(copy, policies)
 
 
 def _dedupe(items: Iterable[str]) -> list[str]:

@@ -53,3 +53,23 @@ def test_functions_hash_their_bodies_and_attribute_names() -> None:
     assert len(digest) == 64
     function.attributes["dim0"] = ir.Attr("dim0", ir.AttributeType.INT, None)
     assert structural_hash(function) != digest
+
+
+def test_protos_hash_like_their_onnx_ir_forms() -> None:
+    import onnx
+
+    proto = onnx.parser.parse_model(
+        """
+        <ir_version: 10, opset_import: ["" : 20, "local" : 1]>
+        g (float[2] x) => (float[2] y) { y = local.f (x) }
+        <domain: "local", opset_import: ["" : 20]>
+        f (a) => (b) { b = Relu (a) }
+        """
+    )
+    before = proto.SerializeToString()
+    model = ir.from_proto(proto)
+    assert structural_hash(proto) == structural_hash(model) == structural_hash(model.graph)
+    assert structural_hash(proto.graph) == structural_hash(model.graph)
+    function = next(iter(model.functions.values()))
+    assert structural_hash(proto.functions[0]) == structural_hash(function)
+    assert proto.SerializeToString() == before
