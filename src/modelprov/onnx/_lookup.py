@@ -8,6 +8,7 @@ import onnx_ir as ir
 from modelprov._correspond import all_nodes
 from modelprov._sources import Source, collect_sources, node_label
 from modelprov.errors import UsageError
+from modelprov.keys import ATEN_DOMAIN, MODULE_DOMAIN
 from modelprov.onnx._duplicates import merged_entries
 
 __all__ = ["function_body_sources", "node_sources", "proto_nodes", "sources"]
@@ -34,7 +35,7 @@ def function_body_sources(model: ir.Model) -> list[tuple[ir.Node, list[Source]]]
     Bodies functionize made (domains ``pkg.torch.aten``/``pkg.torch.module``) are left out:
     they hold the first call's nodes, whose sources the calls carry.
     """
-    own = ("pkg.torch.aten", "pkg.torch.module")
+    own = (ATEN_DOMAIN, MODULE_DOMAIN)
     nodes = [
         node
         for function in model.functions.values()
