@@ -19,6 +19,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from modelprov import errors, policy
+from modelprov._join import join_sources
 from modelprov._sources import Source
 from modelprov._stack_trace import TraceOptions
 from modelprov.audit import AuditReport, DiffReport, Recall, audit, diff
@@ -105,6 +106,7 @@ __all__ = [
     "find_calls",
     "functionize",
     "inline",
+    "join_sources",
     "optimize",
     "optimize_with",
     "overlay",

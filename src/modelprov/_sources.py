@@ -13,17 +13,18 @@ import ast
 import base64
 import dataclasses
 import json
-import re
 import types
 import zlib
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from modelprov import _stack_trace
+from modelprov._torch_compat import fx_node_text_name, fx_node_text_target
 from modelprov.errors import MetadataError
 from modelprov.keys import (
     CLASS_HIERARCHY_KEY,
     FX_NODE_KEY,
+    KEPT_FOR_RECALL_KEY,
     NAME_SCOPES_KEY,
     NAMESPACE_KEY,
     NODE_SOURCES_KEY,
@@ -36,6 +37,7 @@ from modelprov.keys import (
 
 __all__ = [
     "FX_NODE_KEY",
+    "KEPT_FOR_RECALL_KEY",
     "MAX_TABLE_BYTES",
     "MAX_VALUE_BYTES",
     "NAMESPACE_KEY",
@@ -66,9 +68,6 @@ compress about 5-10 times; a zip bomb about 1000 times) ..."""
 
 MIN_INFLATE_LIMIT = 1 << 24
 """... or to 16 MiB, whichever is larger."""
-
-_FX_NAME = re.compile(r"^%(?P<name>[^\s:]+)\s*:")
-_FX_TARGET = re.compile(r"target=(?:torch\.ops\.)?(?P<target>[\w.:]+)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,18 +115,16 @@ class Source:
         """Builds a source from one node's original metadata; ``user_code`` says which
         files are the user's (default: outside torch, modelprov, stdlib, site-packages)."""
         fx_text = metadata.get(FX_NODE_KEY, "")
-        fx_match = _FX_NAME.match(fx_text)
-        target_match = _FX_TARGET.search(fx_text)
+        fx_name, target = fx_node_text_name(fx_text), fx_node_text_target(fx_text)
         scopes = _literal_list(metadata.get(NAME_SCOPES_KEY, ""))
         classes = _literal_list(metadata.get(CLASS_HIERARCHY_KEY, ""))
         trace = metadata.get(STACK_TRACE_KEY, "")
         frame = _stack_trace.user_frame(trace, user_code) if trace else None
-        target = target_match["target"] if target_match else ""
         if not target and classes and classes[-1].startswith("aten."):
             target = classes[-1]
         return cls(
             id=source_id,
-            fx_node=fx_match["name"] if fx_match else "",
+            fx_node=fx_name,
             module_path=scopes[-2] if len(scopes) >= 2 else "",
             module_type=classes[-2] if len(classes) >= 2 else "",
             target=target,
@@ -153,8 +150,7 @@ def _literal_list(value: str) -> list[str]:
 
 def fx_node_name(metadata: Mapping[str, str]) -> str:
     """The FX node name recorded in a node's metadata, or ''."""
-    match = _FX_NAME.match(metadata.get(FX_NODE_KEY, ""))
-    return match["name"] if match else ""
+    return fx_node_text_name(metadata.get(FX_NODE_KEY, ""))
 
 
 class SourceTable:

@@ -28,6 +28,8 @@ from modelprov.errors import MissingDependencyError
 
 __all__ = [
     "TESTED_TORCH",
+    "fx_node_text_name",
+    "fx_node_text_target",
     "is_op_overload",
     "is_op_target",
     "op_schema",
@@ -127,6 +129,20 @@ _TOKEN = re.compile(
     re.DOTALL,
 )
 _LITERALS = {"True", "False", "None"}
+_NAME = re.compile(r"^%(?P<name>[^\s:]+)\s*:")
+_TARGET = re.compile(r"target=(?:torch\.ops\.)?(?P<target>[\w.:]+)")
+
+
+def fx_node_text_name(text: str) -> str:
+    """The FX node name a node's text starts with (``%addmm : ...`` -> ``addmm``), or ''."""
+    match = _NAME.match(text)
+    return match["name"] if match else ""
+
+
+def fx_node_text_target(text: str) -> str:
+    """The call target named in a node's text (``aten.addmm.default``), or ''."""
+    match = _TARGET.search(text)
+    return match["target"] if match else ""
 
 
 def _literal(text: str) -> Any:

@@ -10,6 +10,8 @@ import torch
 from modelprov import _torch_compat
 from modelprov._torch_compat import (
     FX_REFERENCE,
+    fx_node_text_name,
+    fx_node_text_target,
     is_op_overload,
     is_op_target,
     op_schema,
@@ -51,6 +53,9 @@ def test_fx_node_text_of_the_installed_torch_parses() -> None:
     node = next(n for n in exported.graph.nodes if n.op == "call_function")
     parsed = parse_fx_node_text(node.format_node())
     assert parsed is not None
+    assert fx_node_text_name(node.format_node()) == node.name == "linear"
+    assert fx_node_text_target(node.format_node()) == "aten.linear.default"
+    assert fx_node_text_name("no node text") == fx_node_text_target("no node text") == ""
     target, args, kwargs = parsed
     assert target == "aten.linear.default" == f"aten.{node.target.__name__}"
     assert all(isinstance(a, str) and a.startswith(FX_REFERENCE) for a in args[:2])

@@ -27,6 +27,7 @@ __all__ = [
     "HISTOGRAM_FORMAT",
     "INLINE_KEY",
     "INLINE_OUTPUTS_META",
+    "KEPT_FOR_RECALL_KEY",
     "MODULE_CLASS_KEY",
     "MODULE_DOMAIN",
     "NAMESPACE_KEY",
@@ -42,6 +43,7 @@ __all__ = [
     "RECOVER_REPORT_FORMAT",
     "REPORT_FORMAT",
     "RESERVED_PREFIX",
+    "SOURCE_NODE_KEY",
     "STABLEHLO_MODULE_KEY",
     "STABLEHLO_MODULE_TYPE_KEY",
     "STABLEHLO_NODE_KEY",
@@ -65,6 +67,9 @@ TABLE_KEY: Final = NODE_SOURCES_KEY
 """Model key: the sources table (the same name as the node key, on the model)."""
 OUTPUT_OF_KEY: Final = "modelprov.output_of"
 """Value key: the ids of the sources whose output the tensor is."""
+KEPT_FOR_RECALL_KEY: Final = "modelprov.kept_for_recall"
+"""Node key: JSON array of source ids the node carries only so that they are not lost (it
+does not compute them: it folded a constant shared with them, or the shape of their output)."""
 CONFIDENCE_KEY: Final = "modelprov.confidence"
 """Node key written by recover: ``exact``, ``named`` or ``inferred``."""
 INLINE_KEY: Final = "modelprov.inline"
@@ -95,6 +100,9 @@ ATEN_CALL_KEY: Final = "pkg.modelprov.aten_call"
 ATEN_TARGET_KEY: Final = "pkg.modelprov.aten_target"
 ATEN_SCHEMA_KEY: Final = "pkg.modelprov.aten_schema"
 MODULE_CLASS_KEY: Final = "pkg.modelprov.module_class"
+SOURCE_NODE_KEY: Final = "pkg.modelprov.source_node"
+"""Node key (modelprov.export): the user's torch.export node(s) the node came from; the id
+StableHLO's ``modelprov.source_node`` shares (``modelprov.join_sources``)."""
 FUNCTION_NAME_KEY: Final = "pkg.modelprov.function_name"
 """Function key (every function): its base name (``aten_addmm_default``, ``GPT2Block``)."""
 VARIANT_KEY: Final = "pkg.modelprov.variant"

@@ -33,6 +33,7 @@ __all__ = [
     "drop",
     "error_on_conflict",
     "first",
+    "follow_output",
     "from_output",
     "join",
     "max",
@@ -310,6 +311,22 @@ When several sources' outputs meet on one node (an eliminated Identity, a merged
 duplicate), the most downstream one wins. Nodes producing no source's output drop the key.
 """
 
+
+def _follow_output(values: Sequence[str], ctx: MergeContext) -> str | None:
+    chosen = [value for value, is_output in zip(values, ctx.from_output, strict=False) if is_output]
+    if chosen:
+        return chosen[-1]
+    return values[-1] if values else None
+
+
+follow_output = _Named("follow_output", _follow_output)
+"""The value of the source producing the node's output; without one, of the last source.
+
+For layout keys (``namespace``): a node that absorbed shared code (a mask, a constant)
+stays where its output is computed, e.g. in its layer; sources are in export order, so the
+last one is the most downstream. The merged values remain in the node's sources.
+"""
+
 first = _Named("first", lambda values, ctx: values[0] if values else None)
 """The first value in source order."""
 
@@ -459,9 +476,9 @@ class Policies(Mapping[str, Policy]):
 
 DEFAULT_POLICIES = Policies(
     {
-        keys.NAMESPACE_KEY: common_prefix,
-        keys.CLASS_HIERARCHY_KEY: common_prefix,
-        keys.NAME_SCOPES_KEY: common_prefix,
+        keys.NAMESPACE_KEY: follow_output,
+        keys.CLASS_HIERARCHY_KEY: follow_output,
+        keys.NAME_SCOPES_KEY: follow_output,
         keys.FX_NODE_KEY: join("\n"),
         keys.STACK_TRACE_KEY: stack_traces,
         keys.TORCH_EXPORT_KEY_PATTERN: union,

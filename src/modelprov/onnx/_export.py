@@ -15,12 +15,14 @@ from modelprov._stack_trace import TraceOptions
 from modelprov.annotation import annotations as stored_annotations
 from modelprov.annotation import module_paths, normalize_annotations
 from modelprov.annotation._fx_custom import fx_custom_metadata
+from modelprov.annotation._module_outputs import module_output_nodes, per_output_modules
 from modelprov.errors import AnnotationError, ExportError, VerificationError
 from modelprov.onnx._annotations import apply_annotations
 from modelprov.onnx._aten_record import record_aten_calls
 from modelprov.onnx._export_report import OutputCheck, provenance_counts, write_export_report
 from modelprov.onnx._optimize import OptimizeProvenancePass
 from modelprov.onnx._provenance import Provenance
+from modelprov.onnx._source_nodes import record_source_nodes
 from modelprov.policy import DEFAULT_POLICIES, Policies
 
 __all__ = ["export"]
@@ -111,11 +113,19 @@ def export(
     with torch.fx.traceback.preserve_node_meta():
         program = torch.onnx.export(model, args, None, dynamo=True, optimize=False, **kwargs)
     record_aten_calls(program)
+    original_graph = model.graph if isinstance(model, torch.export.ExportedProgram) else None
+    record_source_nodes(program, id(original_graph) if original_graph is not None else None)
     fx_custom = (
         fx_custom_metadata(program.exported_program) if program.exported_program is not None else {}
     )
     if normalized or fx_custom:
-        apply_annotations(program.model, normalized, fx_custom, policies)
+        per_output = per_output_modules(normalized)
+        output_nodes = (
+            module_output_nodes(model, tuple(args), kwargs.get("kwargs"), per_output)
+            if per_output and isinstance(model, torch.nn.Module)
+            else {}
+        )
+        apply_annotations(program.model, normalized, fx_custom, policies, output_nodes)
         if not optimize:
             provenance = Provenance.read(program.model, trace_options=trace_options)
             provenance.write(program.model, policies=policies, trace_options=trace_options)

@@ -32,7 +32,7 @@ def node_sources(model: ir.Model) -> list[tuple[ir.Node, list[Source]]]:
 def function_body_sources(model: ir.Model) -> list[tuple[ir.Node, list[Source]]]:
     """The nodes in the bodies of the model's own (user) functions with their sources.
 
-    Bodies functionize made (domains ``pkg.torch.aten``/``pkg.torch.module``) are left out:
+    Bodies functionize made (the ATen and module function domains) are left out:
     they hold the first call's nodes, whose sources the calls carry.
     """
     own = (ATEN_DOMAIN, MODULE_DOMAIN)

@@ -10,7 +10,8 @@ activations it folds into a quantized producer (Relu, Clip). Two steps put prove
    carried back to the quantized model's nodes.
 2. The Q/DQ nodes: a chain quantizing a tensor computed by an operation belongs to the
    operation producing that tensor (the sources whose output the tensor is); a chain on a
-   weight or a graph input belongs to the operations consuming it. Confidence follows:
+   weight or a graph input belongs to the operations consuming it (narrowed to those that
+   read that tensor in the float model, when its name tells). Confidence follows:
    the producer's confidence, or for consumers the weakest of theirs, never above ``named``
    (a Q/DQ node is new; it is attributed through the tensor it quantizes).
 
@@ -35,6 +36,7 @@ QDQ_OPS = frozenset({"QuantizeLinear", "DequantizeLinear"})
 _QDQ_DOMAINS = frozenset({"", "ai.onnx", "com.microsoft"})
 _CONFIDENCE_ORDER = ("inferred", "named", "exact")
 _QOPERATOR_SUFFIX = "_quantized"
+_ORT_SUFFIXES = ("_quantized", "_DequantizeLinear_Output", "_QuantizeLinear_Output")
 
 
 def is_qdq(node: ir.Node) -> bool:
@@ -131,9 +133,10 @@ def attribute_quantized(
             target = quantized_values.get(target_name)
             if target is not None:
                 value_sources[target] = ids
+    readers = _original_readers(original, found)
     for node in all_nodes(quantized.graph):
         if is_qdq(node):
-            ids, level = _qdq_attribution(node, node_sources, value_sources, confidence)
+            ids, level = _qdq_attribution(node, node_sources, value_sources, confidence, readers)
             node_sources[node] = ids
             confidence[node] = level
     provenance = Provenance(
@@ -185,11 +188,39 @@ def _consumers(node: ir.Node) -> list[ir.Node]:
     return list(dict.fromkeys(found))
 
 
+def _original_readers(original: ir.Model, found: Provenance) -> dict[str, frozenset[int]]:
+    """By tensor name: the sources of the float model's nodes reading it (indices of found)."""
+    read = Provenance.read(original)
+    readers: dict[str, set[int]] = {}
+    for node, indices in read.node_sources.items():
+        ids = [i for i in read.table.ids(indices) if i in found.table]
+        for value in node.inputs:
+            if value is not None and value.name:
+                readers.setdefault(value.name, set()).update(found.table.index_of(i) for i in ids)
+    return {name: frozenset(indices) for name, indices in readers.items()}
+
+
+def _chain_names(root: ir.Value | None) -> set[str]:
+    """Names along a Q/DQ chain from its root tensor, with onnxruntime's suffixes removed."""
+    names: set[str] = set()
+    pending = [root] if root is not None else []
+    while pending:
+        value = pending.pop()
+        if value.name and value.name not in names:
+            names.add(value.name)
+            pending.extend(
+                output for use in value.uses() if is_qdq(use.node) for output in use.node.outputs
+            )
+    stems = {name.removesuffix(suffix) for name in names for suffix in _ORT_SUFFIXES}
+    return names | stems
+
+
 def _qdq_attribution(
     node: ir.Node,
     node_sources: dict[ir.Node, frozenset[int]],
     value_sources: dict[ir.Value, frozenset[int]],
     confidence: dict[ir.Node, str],
+    readers: dict[str, frozenset[int]],
 ) -> tuple[frozenset[int], str]:
     root = _root(node)
     producer = root.producer() if root is not None else None
@@ -201,5 +232,12 @@ def _qdq_attribution(
     merged: set[int] = set()
     for consumer in consumers:
         merged.update(node_sources.get(consumer, frozenset()))
+    # Narrowed to the operations that read this tensor in the float model, when its name
+    # (or onnxruntime's renaming of it) says which: a Gemm that absorbed a Relu keeps both
+    # sources, but its weight belongs to the Linear alone.
+    reading: set[int] = set()
+    for name in _chain_names(root):
+        reading.update(readers.get(name, frozenset()))
+    narrowed = merged & reading
     levels = [confidence.get(consumer, "inferred") for consumer in consumers]
-    return frozenset(merged), _weakest([*levels, "named"])
+    return frozenset(narrowed or merged), _weakest([*levels, "named"])

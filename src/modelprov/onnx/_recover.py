@@ -194,7 +194,7 @@ def _anchors(
     new_values.extend(value for node in new_nodes for value in node.outputs)
     for value in new_values:
         old = old_values.get(value.name or "")
-        if old is not None:
+        if old is not None and _same_type(old, value):
             value_anchors[value] = old
     for new, old in zip(optimized.graph.outputs, original.graph.outputs, strict=True):
         value_anchors.setdefault(new, old)
@@ -223,14 +223,46 @@ def _anchors(
         else:
             rewritten.append((node, old_node))
     # A rewritten node still reads, slot by slot, what stands in for the old node's inputs:
-    # a tensor the tool made fresh in that slot takes the old input's place.
+    # a tensor the tool made fresh in that slot takes the old input's place. When the node
+    # is otherwise unchanged (op, attributes, arity) and reads a tensor that took the name
+    # of a value whose producer is gone (a tool folded a Mul into a Gemm and gave its
+    # output the Gemm's old name), structure wins over the name: the tensor is the value
+    # the node used to read.
     for node, old_node in rewritten:
         if len(node.inputs) != len(old_node.inputs):
             continue
+        unchanged_op = _same_attributes(node, old_node)
         for new_input, old_input in zip(node.inputs, old_node.inputs, strict=True):
-            if new_input is not None and old_input is not None and new_input not in value_anchors:
+            if new_input is None or old_input is None:
+                continue
+            named = value_anchors.get(new_input)
+            if named is None or (
+                unchanged_op
+                and named is not old_input
+                and named.producer() is not None
+                and named.producer() not in taken
+                and _same_type(old_input, new_input)
+            ):
                 value_anchors[new_input] = old_input
+        if unchanged_op and old_node not in taken and _same_inputs(node, old_node, value_anchors):
+            node_anchors[node] = old_node
+            taken.add(old_node)
     return node_anchors, value_anchors
+
+
+def _same_type(old: ir.Value, new: ir.Value) -> bool:
+    """False when the two values' known dtypes or known ranks and dimensions differ: a
+    tool reused a name for another tensor (e.g. after moving a reshape upstream)."""
+    if old.dtype is not None and new.dtype is not None and old.dtype != new.dtype:
+        return False
+    if old.shape is None or new.shape is None:
+        return True
+    if len(old.shape) != len(new.shape):
+        return False
+    return all(
+        not isinstance(a, int) or not isinstance(b, int) or a == b
+        for a, b in zip(old.shape, new.shape, strict=True)
+    )
 
 
 _PASS_THROUGH = frozenset({"Identity", "Dropout"})
@@ -291,10 +323,19 @@ def _same_attributes(node: ir.Node, old_node: ir.Node) -> bool:
     )
 
 
-def _confidence(change: Change, node: ir.Node, produces_known: set[ir.Node]) -> str:
-    """exact: the same node; named: its outputs are known tensors; inferred: structure only."""
-    if node in change.same and not change.absorbed.get(node):
-        return "exact"
+def _confidence(
+    change: Change,
+    node: ir.Node,
+    produces_known: set[ir.Node],
+    own: dict[ir.Node, frozenset[int]],
+    provenance: Provenance,
+) -> str:
+    """exact: the node the tool left unchanged, with exactly its own sources; named: its
+    outputs are known tensors; inferred: structure only."""
+    if node in change.same:
+        kept = provenance.node_sources.get(node, frozenset())
+        if kept - provenance.kept_for_recall.get(node, frozenset()) == own[node]:
+            return "exact"
     return "named" if node in change.same or node in produces_known else "inferred"
 
 
@@ -333,6 +374,7 @@ def recover_ir(
         for node in all_nodes(optimized.graph)
         if any(value in change.replaced for value in node.outputs)
     }
+    own = {node: provenance.node_sources.get(old, frozenset()) for node, old in change.same.items()}
     provenance.apply(change, optimized.graph)
     for node in all_nodes(optimized.graph):
         node.metadata_props.clear()
@@ -343,7 +385,7 @@ def recover_ir(
         if not provenance.node_sources.get(node):
             unattributed.append(node.name or node.op_type)
             continue
-        level = _confidence(change, node, produces_known)
+        level = _confidence(change, node, produces_known, own, provenance)
         counts[level] += 1
         node.metadata_props[CONFIDENCE_KEY] = level
     return RecoveryReport(

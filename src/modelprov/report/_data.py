@@ -6,16 +6,23 @@ page's script renders it with ``textContent`` only, so metadata is never read as
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import onnx_ir as ir
 
-from modelprov._sources import Source
+from modelprov._sources import Source, parse_ids
 from modelprov._stack_trace import display_path
 from modelprov.audit._audit import metadata_bytes
 from modelprov.audit._diff import DiffReport, Recall, diff
-from modelprov.keys import NAMESPACE_KEY, REPORT_FORMAT, RESERVED_PREFIX, TORCH_PREFIX
+from modelprov.errors import MetadataError
+from modelprov.keys import (
+    NAMESPACE_KEY,
+    OUTPUT_OF_KEY,
+    REPORT_FORMAT,
+    RESERVED_PREFIX,
+    TORCH_PREFIX,
+)
 from modelprov.onnx._lookup import node_sources
 from modelprov.onnx._quant_params import quantization_keys
 from modelprov.report._code import CodeContext
@@ -45,17 +52,19 @@ def _user_keys(metadata: Mapping[str, str]) -> dict[str, str]:
     }
 
 
-def _common_module(found: Iterable[Source]) -> str:
-    paths = [source.module_path.split(".") if source.module_path else [] for source in found]
-    if not paths:
-        return ""
-    prefix = paths[0]
-    for path in paths[1:]:
-        n = 0
-        while n < min(len(prefix), len(path)) and prefix[n] == path[n]:
-            n += 1
-        prefix = prefix[:n]
-    return ".".join(prefix)
+def _output_module(node: ir.Node, known: Sequence[Source]) -> str:
+    """The module where the node's output is computed: that of the source whose output it
+    produces (``modelprov.output_of``, or its only source), else of its last source."""
+    ids: set[str] = set()
+    for value in node.outputs:
+        text = value.metadata_props.get(OUTPUT_OF_KEY)
+        if text:
+            try:
+                ids.update(parse_ids(text, where=f"value {value.name!r}"))
+            except MetadataError:
+                continue
+    chosen = [source for source in known if source.id in ids] or list(known)
+    return chosen[-1].module_path or ""
 
 
 def _source_json(source: Source, code: CodeContext | None) -> dict[str, Any]:
@@ -158,7 +167,7 @@ def report_data(
             entry["confidence"] = confidence
         nodes.append(entry)
         known = known_sources(found)
-        node_group.append(_common_module(known) if known else None)
+        node_group.append(_output_module(node, known) if known else None)
     _place_orphans(node_group, predecessors, consumers)
     module_of = [group or "" for group in node_group]
     for i, entry in enumerate(nodes):

@@ -42,6 +42,9 @@ class StableHLOProgram:
             order, with the attributes modelprov set.
         nodes: provenance of the decomposed ExportedProgram's call nodes, by name.
         annotations: the normalized user annotations that were applied.
+        aliases: FX node -> the nodes of the user's program without ops of their own
+            (``dropout`` in eval mode, ``contiguous``...) whose output its ops produce;
+            they are sources of those ops too.
         exported_program: the decomposed ``torch.export.ExportedProgram`` that was lowered;
             its FX node names are the ``modelprov.node`` values.
     """
@@ -54,6 +57,9 @@ class StableHLOProgram:
     nodes: Mapping[str, FxNodeInfo]
     annotations: Mapping[str, Mapping[str, str]]
     exported_program: Any = dataclasses.field(default=None, repr=False, compare=False)
+    aliases: Mapping[str, tuple[FxNodeInfo, ...]] = dataclasses.field(
+        default_factory=dict, repr=False, compare=False
+    )
 
     @property
     def unattributed_ops(self) -> tuple[OpRecord, ...]:
@@ -81,32 +87,43 @@ class StableHLOProgram:
         )
 
     def sources(self, op: OpRecord | int) -> tuple[Source, ...]:
-        """The FX nodes ``op`` (a record or its index) was lowered from, as Source records.
+        """The sources ``op`` (a record or its index) was lowered from.
 
-        ``Source.metadata`` holds that node's own ``modelprov.*`` provenance keys and the user
-        keys that apply to its module (inherited from ancestors), before any merging.
+        One source per node of the user's torch.export program: ``id`` is that node's name
+        (the id ONNX exports of the same program write, see ``modelprov.join_sources``),
+        ``fx_node`` the decomposed node the op was lowered from, ``file``/``line`` the user
+        frame its location records. ``Source.metadata`` holds that node's own ``modelprov.*``
+        provenance keys and the user keys that apply to its module (inherited from
+        ancestors), before any merging.
         """
         record = self.ops[op] if isinstance(op, int) else op
-        result = []
-        for name in record.nodes:
-            info = self.nodes[name]
+        result: list[Source] = []
+        infos = [
+            info
+            for name in record.nodes
+            for info in (self.nodes[name], *self.aliases.get(name, ()))
+        ]
+        for info in infos:
             metadata = {
                 **provenance_attributes(info),
                 **effective_annotations(self.annotations, info.module),
             }
-            result.append(
-                Source(
-                    id=name,
-                    fx_node=name,
-                    module_path=info.module,
-                    module_type=info.module_type,
-                    target=info.target,
-                    file=info.file,
-                    line=info.line,
-                    stack_trace=info.stack_trace,
-                    metadata=metadata,
+            for source_id in info.source_nodes or (info.name,):
+                if any(source.id == source_id for source in result):
+                    continue  # a node without ops of its own from the same user node
+                result.append(
+                    Source(
+                        id=source_id,
+                        fx_node=info.name,
+                        module_path=info.module,
+                        module_type=info.module_type,
+                        target=info.target,
+                        file=info.file,
+                        line=info.line,
+                        stack_trace=info.stack_trace,
+                        metadata=metadata,
+                    )
                 )
-            )
         return tuple(result)
 
     def run(self, *args: Any, **kwargs: Any) -> list[np.ndarray[Any, Any]]:
