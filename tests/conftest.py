@@ -6,6 +6,7 @@ import functools
 import logging
 import warnings
 
+import onnx
 import onnx_ir as ir
 import pytest
 import torch
@@ -26,6 +27,19 @@ def plain_export(name: str) -> ir.Model:
 
 
 @functools.cache
+def _plain_export_bytes(name: str) -> bytes:
+    return ir.to_proto(plain_export(name)).SerializeToString()
+
+
+def fresh_export(name: str) -> ir.Model:
+    """An example's plain export sharing nothing with the cache or other copies.
+
+    ``ir.Model.clone`` shares tensors, and onnxscript names the tensors of a model it changes
+    in place, so in-place passes in tests run on a fresh deserialized copy instead."""
+    return ir.from_proto(onnx.load_from_string(_plain_export_bytes(name)))
+
+
+@functools.cache
 def example_inputs(name: str) -> tuple[torch.Tensor, ...]:
     """The example's inputs."""
     return _examples.EXAMPLES[name]()[1]
@@ -36,6 +50,6 @@ def export_of():
     """Returns a fresh copy of an example's plain export."""
 
     def make(name: str) -> ir.Model:
-        return plain_export(name).clone()
+        return fresh_export(name)
 
     return make

@@ -17,7 +17,7 @@ from modelprov.audit import audit
 from modelprov.cli import build_parser, main
 from modelprov.errors import ExitCode
 from tests._cli import cli, cli_many, ok_json
-from tests.conftest import plain_export
+from tests.conftest import fresh_export
 
 SUBCOMMANDS = (
     "export",
@@ -45,7 +45,7 @@ def _line_of(text: str) -> str:
 def models(tmp_path_factory):
     """The double transpose: plain export, onnxscript-optimized, modelprov-optimized (CLI)."""
     folder = tmp_path_factory.mktemp("cli")
-    plain = plain_export("double_transpose").clone()
+    plain = fresh_export("double_transpose")
     onnx.save(ir.to_proto(plain), folder / "dt.onnx")
     onnx.save(ir.to_proto(onnxscript.optimizer.optimize(plain.clone())), folder / "dt.os.onnx")
     optimized = folder / "dt.opt.onnx"

@@ -10,7 +10,7 @@ import pytest
 
 import modelprov
 from modelprov.cli import main
-from tests.conftest import plain_export
+from tests.conftest import fresh_export
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -25,7 +25,7 @@ def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]
 @pytest.fixture(scope="module")
 def plain(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("talk") / "dt.onnx"
-    onnx.save(ir.to_proto(plain_export("double_transpose").clone()), path)
+    onnx.save(ir.to_proto(fresh_export("double_transpose")), path)
     return path
 
 

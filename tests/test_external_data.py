@@ -21,7 +21,7 @@ from modelprov.cli import main
 from modelprov.errors import InvalidModelError
 from tests._cli import cli
 from tests._large_model import LAYER_BYTES, LAYERS, build_large_model, measure
-from tests.conftest import plain_export
+from tests.conftest import fresh_export
 
 RSS_LIMIT = 1 << 30
 
@@ -37,7 +37,7 @@ def with_data(tmp_path):
     folder = tmp_path / "model"
     folder.mkdir()
     path = folder / "model.onnx"
-    save_model(plain_export("cnn").clone(), path, external_data=True)
+    save_model(fresh_export("cnn"), path, external_data=True)
     return path
 
 
@@ -127,7 +127,7 @@ def test_graph_only_save_elsewhere_copies_weights(with_data, tmp_path):
 
 def test_large_models_get_external_data_automatically(monkeypatch, tmp_path):
     monkeypatch.setattr(_io, "PROTOBUF_LIMIT", 2 * 1024)
-    model = plain_export("mlp").clone()
+    model = fresh_export("mlp")
     save_model(model, tmp_path / "big.onnx")
     assert (tmp_path / "big.onnx.data").exists()
     assert external_data_of(

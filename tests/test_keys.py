@@ -15,7 +15,7 @@ import pytest
 
 from modelprov import keys
 from modelprov._sources import node_label
-from tests.conftest import plain_export
+from tests.conftest import fresh_export
 
 _SRC = pathlib.Path(__file__).resolve().parents[1] / "src"
 _PACKAGE = _SRC / "modelprov"
@@ -105,7 +105,7 @@ def test_keys_module_loads_no_heavy_library() -> None:
 def test_graph_commands_run_without_torch(tmp_path: pathlib.Path) -> None:
     import modelprov
 
-    exported = plain_export("mlp").clone()
+    exported = fresh_export("mlp")
     original = tmp_path / "original.onnx"
     functionized = tmp_path / "functionized.onnx"
     stripped = tmp_path / "stripped.onnx"

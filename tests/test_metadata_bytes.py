@@ -8,11 +8,11 @@ import onnx_ir as ir
 
 import modelprov
 from modelprov.report._data import report_data
-from tests.conftest import plain_export
+from tests.conftest import fresh_export
 
 
 def test_audit_and_report_count_the_same_bytes(tmp_path: pathlib.Path) -> None:
-    plain = plain_export("cnn").clone()
+    plain = fresh_export("cnn")
     model = modelprov.functionize(modelprov.optimize(plain))  # nodes, values, table, functions
     model.graph.metadata_props["user.note"] = "graph-level ✓"
     audited = modelprov.audit(model)

@@ -15,7 +15,7 @@ import modelprov
 from modelprov.onnx._functionize import FunctionizePass
 from modelprov.onnx._inline import InlinePass
 from modelprov.onnx._optimize import OptimizeProvenancePass
-from tests.conftest import plain_export
+from tests.conftest import fresh_export, plain_export
 
 
 def _graph_text(model: ir.Model) -> str:
@@ -46,16 +46,16 @@ class _CountCalls(ir.passes.InPlacePass):
 @pytest.mark.parametrize("name", ["double_transpose", "cnn", "transformer_encoder", "gpt2"])
 @pytest.mark.parametrize("per_pass", [False, True])
 def test_graph_equals_optimize_ir_graph_for_graph(name: str, per_pass: bool) -> None:
-    theirs = plain_export(name).clone()
+    theirs = fresh_export(name)
     onnxscript.optimizer.optimize_ir(theirs)
-    ours = plain_export(name).clone()
+    ours = fresh_export(name)
     result = OptimizeProvenancePass(per_pass=per_pass)(ours)
     assert result.modified and result.model is ours
     assert _graph_text(ours) == _graph_text(theirs)
 
 
 def test_early_stop_fires_when_the_provenance_pass_changed_nothing() -> None:
-    model = plain_export("cnn").clone()
+    model = fresh_export("cnn")
     counter = _CountCalls()
     manager = ir.passes.PassManager([OptimizeProvenancePass(), counter], steps=5, early_stop=True)
     assert manager(model).modified
@@ -66,8 +66,8 @@ def test_early_stop_fires_when_the_provenance_pass_changed_nothing() -> None:
 
 def test_one_optimize_pass_on_two_models_gives_independent_results() -> None:
     optimize_pass = OptimizeProvenancePass(per_pass=True)
-    first = optimize_pass(plain_export("double_transpose").clone())
-    second = optimize_pass(plain_export("cnn").clone())
+    first = optimize_pass(fresh_export("double_transpose"))
+    second = optimize_pass(fresh_export("cnn"))
     assert first.steps and second.steps
     assert first.steps[0].nodes_before == len(plain_export("double_transpose").graph)
     assert second.steps[0].nodes_before == len(plain_export("cnn").graph)
@@ -76,15 +76,15 @@ def test_one_optimize_pass_on_two_models_gives_independent_results() -> None:
 
 def test_one_functionize_pass_on_two_models_gives_independent_results() -> None:
     functionize_pass = FunctionizePass()
-    first = functionize_pass(plain_export("mlp").clone())
-    second = functionize_pass(plain_export("double_transpose").clone())
+    first = functionize_pass(fresh_export("mlp"))
+    second = functionize_pass(fresh_export("double_transpose"))
     assert first.calls == 3 and second.calls == 4  # linear, relu, linear; transpose ×2, …
     assert first.modified and second.modified
     assert first.model is not second.model
 
 
 def test_inline_pass_reports_a_model_without_calls_unchanged() -> None:
-    model = plain_export("mlp").clone()
+    model = fresh_export("mlp")
     assert not InlinePass()(model).modified
     functionized = modelprov.functionize(model)
     assert InlinePass()(functionized).modified

@@ -13,7 +13,7 @@ import modelprov
 from modelprov.audit._diff import dynamic_nodes
 from modelprov.errors import CorrespondenceError, InvalidModelError
 from tests._checks import region_violations, run
-from tests.conftest import example_inputs, plain_export
+from tests.conftest import example_inputs, fresh_export, plain_export
 
 MODELS = ["double_transpose", "cnn", "transformer_encoder", "gpt2"]
 TOOLS = [
@@ -31,7 +31,7 @@ def _inputs(name: str) -> list[np.ndarray]:
 
 @functools.cache
 def _with_provenance(name: str) -> onnx.ModelProto:
-    return ir.to_proto(modelprov.optimize(plain_export(name).clone()))
+    return ir.to_proto(modelprov.optimize(fresh_export(name)))
 
 
 def _strip(proto: onnx.ModelProto) -> onnx.ModelProto:

@@ -10,11 +10,11 @@ import onnxscript.optimizer
 
 import modelprov
 from modelprov.keys import CONFIDENCE_KEY, RECOVER_REPORT_FORMAT
-from tests.conftest import plain_export
+from tests.conftest import fresh_export
 
 
 def test_report_counts_what_recover_wrote_on_the_nodes() -> None:
-    original = plain_export("cnn").clone()
+    original = fresh_export("cnn")
     stripped = onnxscript.optimizer.optimize(original.clone())
     for node in stripped.graph:
         node.metadata_props.clear()

@@ -52,13 +52,19 @@ def without_duplicate_keys(
 def to_ir_copy(model: onnx.ModelProto | ir.Model, policies: Policies | None = None) -> ir.Model:
     """An onnx_ir model the caller may change freely: the input stays untouched.
 
-    Tensors are shared with an ``ir.Model`` input (modelprov never writes weights). A
+    Weights are shared with an ``ir.Model`` input (modelprov never writes weights; onnx_ir
+    names an initializer's tensor after its value whenever either model is saved, so both
+    stay as they were). Tensors held by attributes get their own tensor objects over the same
+    data: once folded into an initializer of the copy, they are named when the copy is saved,
+    and the input's Constant node must not see that name. A
     ModelProto is copied first: onnx_ir's tensors read from a proto write their name back
     into it (onnxscript's optimizer names Constant values, renaming a value renames its
     initializer), which would change the caller's proto.
     """
     if isinstance(model, ir.Model):
-        return model.clone()
+        copy = model.clone()
+        _detach_attribute_tensors(copy)
+        return copy
     if isinstance(model, onnx.ModelProto):
         copy = onnx.ModelProto()
         copy.CopyFrom(model)
@@ -68,6 +74,28 @@ def to_ir_copy(model: onnx.ModelProto | ir.Model, policies: Policies | None = No
         f"expected onnx.ModelProto or onnx_ir.Model, got {type(model).__name__}; "
         "load files with onnx.load or onnx_ir.load first"
     )
+
+
+def _detach_attribute_tensors(model: ir.Model) -> None:
+    """Gives every tensor attribute of ``model`` (graphs, subgraphs, functions) a tensor
+    object of its own; an ``ir.Tensor``'s data is shared, other kinds are read into one."""
+    nodes = [*ir.traversal.RecursiveGraphIterator(model.graph)]
+    for function in model.functions.values():
+        nodes.extend(ir.traversal.RecursiveGraphIterator(function))
+    for node in nodes:
+        for name, attribute in list(node.attributes.items()):
+            if attribute.type != ir.AttributeType.TENSOR:
+                continue
+            tensor = attribute.as_tensor()
+            data = tensor.raw if isinstance(tensor, ir.Tensor) else tensor.numpy()
+            own = ir.Tensor(
+                data,
+                dtype=tensor.dtype,
+                shape=tensor.shape,
+                name=tensor.name,
+                doc_string=tensor.doc_string,
+            )
+            node.attributes[name] = ir.AttrTensor(name, own)
 
 
 def run_on_copy(
