@@ -20,7 +20,8 @@ from modelprov._stack_trace import Frame, TraceOptions
 __all__ = ["call_stack", "is_tool_file"]
 
 _TOOLS = re.compile(
-    r"(?:^|[/\\])(?:modelprov|torchax|jax|jaxlib)[/\\]"
+    r"(?:^|[/\\])(?:torchax|jax|jaxlib)[/\\]"
+    r"|(?:^|[/\\])modelprov[/\\](?:stablehlo|onnx|annotation)[/\\]_(?!\w*_test\.py)\w+\.py$"
     r"|(?:^|[/\\])torch[/\\](?:fx|_\w+|export|utils|autograd)[/\\]"
     r"|(?:^|[/\\])torch[/\\]nn[/\\]modules[/\\]module\.py$"
 )
