@@ -17,6 +17,7 @@ def test_public_names() -> None:
             "Policies",
             "Recall",
             "Source",
+            "SourceIndex",
             "StableHLOProgram",
             "StepRecord",
             "TraceOptions",
