@@ -16,6 +16,7 @@ The merged form parses back into the exact original traces.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import re
 from collections.abc import Iterable, Sequence
@@ -93,8 +94,10 @@ def frames(trace: str) -> list[Frame]:
     return result
 
 
+@functools.lru_cache(maxsize=4096)
 def innermost_frame(trace: str) -> Frame | None:
-    """The frame that made the operation: the last one of the (first) trace."""
+    """The frame that made the operation: the last one of the (first) trace (cached:
+    the layers of a model share their traces)."""
     traces = split_merged_traces(trace)
     if not traces:
         return None

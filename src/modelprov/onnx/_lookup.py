@@ -17,6 +17,7 @@ import onnx
 import onnx_ir as ir
 
 from modelprov._correspond import all_nodes
+from modelprov._gc import gc_paused
 from modelprov._sources import TABLE_KEY, Source, SourceTable, collect_sources
 from modelprov.onnx._provenance import node_label
 
@@ -58,6 +59,10 @@ class SourceIndex:
     """
 
     def __init__(self, model: onnx.ModelProto | ir.Model) -> None:
+        with gc_paused():
+            self._build(model)
+
+    def _build(self, model: onnx.ModelProto | ir.Model) -> None:
         nodes: list[ir.Node] | list[onnx.NodeProto]
         if isinstance(model, ir.Model):
             nodes = all_nodes(model.graph)

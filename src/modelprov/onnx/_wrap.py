@@ -156,6 +156,13 @@ class Wrapper:
         self.opset_imports = dict(model.opset_imports)
         self.replaced: dict[ir.Value, ir.Value] = {}
         """Values of wrapped nodes -> the call outputs that replaced them outside."""
+        self._order: dict[ir.Node, int] | None = None
+        """Graph positions (a call takes its last node's); None when they must be re-read."""
+
+    def _positions(self) -> dict[ir.Node, int]:
+        if self._order is None:
+            self._order = {node: index for index, node in enumerate(self.graph)}
+        return self._order
 
     def current(self, value: ir.Value | None) -> ir.Value | None:
         """The value now standing for ``value`` (a call output once its producer is wrapped)."""
@@ -212,8 +219,9 @@ class Wrapper:
         nodes = region.nodes
         outputs = self.outputs_of(nodes)
         inside = set(nodes)
-        moved_after = self._dependents(nodes, outputs)
-        anchor = nodes[-1]
+        order = self._positions()
+        moved_after = self._dependents(nodes, outputs, order)
+        anchor = max(nodes, key=order.__getitem__)
         call_outputs = [
             ir.Value(
                 name=value.name,
@@ -249,8 +257,22 @@ class Wrapper:
             for index, value in enumerate(node.inputs):
                 if value is not None and value in slot:
                     node.replace_input_with(index, slot[value])
-        following = self._following(anchor, inside)
+        # The call takes the place of the region's last node: inserted after it before the
+        # region leaves the graph (its overload is known once the body is hashed).
+        call = ir.Node(
+            region.domain,
+            region.name,
+            region.inputs,
+            region.attributes,
+            outputs=call_outputs,
+            name=self._call_name(region.key),
+            metadata_props=dict(metadata),
+        )
+        self.graph.insert_after(anchor, call)
+        order[call] = order[anchor]
         self.graph.remove(nodes, safe=False)
+        for node in nodes:
+            del order[node]
         body_nodes = [*constants, *nodes]
         opsets = {**self.opset_imports, region.domain: 1}
         body = ir.Graph(body_inputs, outputs, nodes=body_nodes, opset_imports=opsets)
@@ -261,41 +283,21 @@ class Wrapper:
         candidate = ir.Function(region.domain, region.name, "", graph=body, attributes=attributes)
         digest = structural_hash(candidate)
         function, first = self._register(candidate, digest, region)
-        call = ir.Node(
-            region.domain,
-            region.name,
-            region.inputs,
-            region.attributes,
-            overload=function.overload,
-            outputs=call_outputs,
-            name=self._call_name(region.key),
-            metadata_props=dict(metadata),
-        )
+        call.overload = function.overload
         if not first:
             call.metadata_props[INLINE_KEY] = self._record(candidate, function, metadata)
-        if following is None:
-            self.graph.append(call)
-        else:
-            self.graph.insert_before(following, call)
         if moved_after:
             self.graph.remove(moved_after, safe=False)
             self.graph.insert_after(call, moved_after)
+            self._order = None  # rare: read the positions again on the next wrap
         return call
 
-    def _following(self, anchor: ir.Node, inside: set[ir.Node]) -> ir.Node | None:
-        """The first node after ``anchor`` that stays in the graph."""
-        passed = False
-        for node in self.graph:
-            if passed and node not in inside:
-                return node
-            passed = passed or node is anchor
-        return None
-
-    def _dependents(self, nodes: Sequence[ir.Node], outputs: Sequence[ir.Value]) -> list[ir.Node]:
+    def _dependents(
+        self, nodes: Sequence[ir.Node], outputs: Sequence[ir.Value], order: Mapping[ir.Node, int]
+    ) -> list[ir.Node]:
         """Nodes placed among the region that read its outputs: they move after the call."""
         if not outputs:
             return []
-        order = {node: index for index, node in enumerate(self.graph)}
         inside = set(nodes)
         last = max(order[node] for node in nodes)
         found: set[ir.Node] = set()
