@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import json
 import re
 from collections.abc import Mapping
@@ -18,19 +19,28 @@ import onnx_ir as ir
 import torch
 
 from modelprov._sources import FX_NODE_KEY
+from modelprov.errors import MetadataError
 
 __all__ = [
     "ATEN_CALL_KEY",
     "ATEN_CALL_VERSION",
+    "ATEN_SCHEMAS_KEY",
     "AtenArgument",
     "AtenCall",
     "call_of",
+    "dump_schemas",
     "function_name",
+    "load_schemas",
     "schema_of",
 ]
 
 ATEN_CALL_KEY = "pkg.modelprov.aten_call"
-ATEN_CALL_VERSION = 1
+ATEN_CALL_VERSION = 2
+"""Version 2 leaves the schema (and argument names and types) to the model's schema pool;
+version 1 records, which carry them, are still read."""
+ATEN_SCHEMAS_KEY = "pkg.modelprov.aten_schemas"
+ATEN_SCHEMAS_FORMAT = "modelprov.aten_schemas"
+ATEN_SCHEMAS_VERSION = 1
 
 _IDENTIFIER = re.compile(r"\W")
 _CALL = re.compile(
@@ -77,41 +87,55 @@ class AtenCall:
         return [argument for argument in self.arguments if argument.is_tensor]
 
     def to_json(self) -> str:
-        """The versioned JSON record (key ``pkg.modelprov.aten_call``)."""
-        args: list[dict[str, Any]] = []
+        """The versioned JSON record (key ``pkg.modelprov.aten_call``, version 2): target
+        and argument values in schema order; the schema itself goes to the model's pool
+        (:func:`dump_schemas`)."""
+        args: list[Any] = []
         for argument in self.arguments:
-            entry: dict[str, Any] = {"name": argument.name, "type": argument.type}
             if argument.is_tensor:
                 pairs = [{"fx": fx, "onnx": name} if fx else None for fx, name in argument.tensors]
-                entry["tensor"] = pairs if argument.is_list else (pairs[0] if pairs else None)
+                args.append(pairs if argument.is_list else (pairs[0] if pairs else None))
             else:
-                entry["value"] = argument.value
-            args.append(entry)
-        document = {"version": ATEN_CALL_VERSION, "target": self.target, "schema": self.schema}
-        document["args"] = args
+                args.append(argument.value)
+        document = {"version": ATEN_CALL_VERSION, "target": self.target, "args": args}
         return json.dumps(document, ensure_ascii=False, separators=(",", ":"))
 
     @classmethod
-    def from_json(cls, text: str) -> AtenCall | None:
-        """Parses a record; None when it is not one this version reads."""
+    def from_json(cls, text: str, schemas: Mapping[str, str] | None = None) -> AtenCall | None:
+        """Parses a record (version 1 or 2); None when it is not one this version reads.
+
+        A version-2 record takes its schema from ``schemas`` (the model's pool, see
+        :func:`load_schemas`), else from torch.
+        """
         try:
             document = json.loads(text)
         except ValueError:
             return None
-        if not isinstance(document, dict) or document.get("version") != ATEN_CALL_VERSION:
+        if not isinstance(document, dict):
             return None
+        try:
+            if document.get("version") == 1:
+                return cls._from_v1(document)
+            if document.get("version") == ATEN_CALL_VERSION:
+                return cls._from_v2(document, schemas or {})
+        except (KeyError, TypeError, AttributeError, RuntimeError):
+            return None
+        return None
+
+    @classmethod
+    def _from_v1(cls, document: dict[str, Any]) -> AtenCall:
         arguments: list[AtenArgument] = []
         for entry in document.get("args", []):
             if "tensor" in entry:
                 raw = entry["tensor"]
                 items = raw if isinstance(raw, list) else [raw]
-                tensors = tuple(
-                    (str(item["fx"]), str(item.get("onnx") or "")) if item else ("", "")
-                    for item in items
-                )
                 arguments.append(
                     AtenArgument(
-                        entry["name"], entry["type"], True, tensors, is_list=isinstance(raw, list)
+                        entry["name"],
+                        entry["type"],
+                        True,
+                        _tensor_pairs(items),
+                        is_list=isinstance(raw, list),
                     )
                 )
             else:
@@ -119,6 +143,77 @@ class AtenCall:
                     AtenArgument(entry["name"], entry["type"], False, (), entry["value"])
                 )
         return cls(str(document["target"]), str(document.get("schema", "")), tuple(arguments))
+
+    @classmethod
+    def _from_v2(cls, document: dict[str, Any], schemas: Mapping[str, str]) -> AtenCall | None:
+        target = str(document["target"])
+        text = schemas.get(target)
+        if text is None:
+            known = schema_of(target)
+            if known is None:
+                return None
+            text = str(known)
+        schema = _parsed_schema(text)
+        values = document["args"]
+        if not isinstance(values, list) or len(values) != len(schema.arguments):
+            return None
+        arguments: list[AtenArgument] = []
+        for argument, raw in zip(schema.arguments, values, strict=True):
+            is_tensor, is_list = _is_tensor_type(argument.type)
+            type_text = str(argument.type)
+            if is_tensor:
+                items = raw if is_list and isinstance(raw, list) else [raw]
+                pairs = _tensor_pairs(items)
+                arguments.append(
+                    AtenArgument(argument.name, type_text, True, pairs, is_list=is_list)
+                )
+            else:
+                arguments.append(AtenArgument(argument.name, type_text, False, (), raw))
+        return cls(target, text, tuple(arguments))
+
+
+def _tensor_pairs(items: list[Any]) -> tuple[tuple[str, str], ...]:
+    return tuple(
+        (str(item["fx"]), str(item.get("onnx") or "")) if item else ("", "") for item in items
+    )
+
+
+@functools.lru_cache(maxsize=1024)
+def _parsed_schema(text: str) -> torch.FunctionSchema:
+    return torch._C.parse_schema(text)
+
+
+def dump_schemas(schemas: Mapping[str, str]) -> str:
+    """The model-level ``pkg.modelprov.aten_schemas`` value: each target's schema once."""
+    document = {
+        "format": ATEN_SCHEMAS_FORMAT,
+        "version": ATEN_SCHEMAS_VERSION,
+        "schemas": dict(sorted(schemas.items())),
+    }
+    return json.dumps(document, ensure_ascii=False, separators=(",", ":"))
+
+
+def load_schemas(text: str | None, *, where: str = "model") -> dict[str, str]:
+    """Parses :func:`dump_schemas`' form ({} when absent); MetadataError when malformed."""
+    if not text:
+        return {}
+    try:
+        document = json.loads(text)
+    except ValueError as error:
+        raise MetadataError(f"{where}: {ATEN_SCHEMAS_KEY!r} is not valid JSON: {error}") from None
+    if not isinstance(document, dict) or document.get("format") != ATEN_SCHEMAS_FORMAT:
+        raise MetadataError(f"{where}: {ATEN_SCHEMAS_KEY!r} is not a modelprov schema pool")
+    if document.get("version") != ATEN_SCHEMAS_VERSION:
+        raise MetadataError(
+            f"{where}: {ATEN_SCHEMAS_KEY!r} version {document.get('version')!r} is not "
+            f"supported (supports {ATEN_SCHEMAS_VERSION}); upgrade modelprov"
+        )
+    schemas = document.get("schemas")
+    if not isinstance(schemas, dict) or not all(
+        isinstance(key, str) and isinstance(value, str) for key, value in schemas.items()
+    ):
+        raise MetadataError(f"{where}: {ATEN_SCHEMAS_KEY!r} must map targets to schema text")
+    return schemas
 
 
 def function_name(target: str) -> str:
@@ -249,11 +344,16 @@ def call_from_fx_text(text: str, value_names: Mapping[str, str]) -> AtenCall | N
         return None
 
 
-def call_of(metadata: Mapping[str, str], value_names: Mapping[str, str]) -> AtenCall | None:
-    """The ATen call of one source: its record, else parsed from its FX node text."""
+def call_of(
+    metadata: Mapping[str, str],
+    value_names: Mapping[str, str],
+    schemas: Mapping[str, str] | None = None,
+) -> AtenCall | None:
+    """The ATen call of one source: its record (schemas from the model's pool), else
+    parsed from its FX node text."""
     record = metadata.get(ATEN_CALL_KEY)
     if record:
-        call = AtenCall.from_json(record)
+        call = AtenCall.from_json(record, schemas)
         if call is not None:
             return call
     text = metadata.get(FX_NODE_KEY, "")

@@ -29,7 +29,15 @@ import onnx
 import onnx_ir as ir
 
 from modelprov._sources import CLASS_HIERARCHY_KEY, NAME_SCOPES_KEY, _literal_list
-from modelprov.onnx._aten_call import AtenCall, call_of, function_name, onnx_attribute, schema_of
+from modelprov.onnx._aten_call import (
+    ATEN_SCHEMAS_KEY,
+    AtenCall,
+    call_of,
+    function_name,
+    load_schemas,
+    onnx_attribute,
+    schema_of,
+)
 from modelprov.onnx._call_provenance import call_metadata, rewrite_table
 from modelprov.onnx._convert import to_ir_copy, to_kind
 from modelprov.onnx._provenance import Provenance
@@ -164,11 +172,12 @@ class FunctionizePass(ir.passes.InPlacePass):
                 Skipped(tuple(_label(n) for n in orphans), "no FX node with an ATen schema")
             )
         names = _value_names(model.graph)
+        schemas = load_schemas(model.metadata_props.get(ATEN_SCHEMAS_KEY))
         order = {node: index for index, node in enumerate(model.graph)}
         regions: list[Region] = []
         for key, nodes in groups.items():
             source = provenance.table[primaries[key]]
-            call = call_of(source.metadata, names)
+            call = call_of(source.metadata, names, schemas)
             labels = tuple(_label(node) for node in nodes)
             if call is None:
                 self.skipped.append(Skipped(labels, f"{source.target}: no ATen schema found"))

@@ -156,6 +156,8 @@ class Wrapper:
         self.opset_imports = dict(model.opset_imports)
         self.replaced: dict[ir.Value, ir.Value] = {}
         """Values of wrapped nodes -> the call outputs that replaced them outside."""
+        self._slots: dict[ir.OperatorIdentifier, dict[bytes, list[int]]] = {}
+        """Per function, the body positions of each node label (read by every later call)."""
         self._order: dict[ir.Node, int] | None = None
         """Graph positions (a call takes its last node's); None when they must be re-read."""
 
@@ -336,9 +338,13 @@ class Wrapper:
     def _record(self, body: ir.Function, function: ir.Function, metadata: Mapping[str, str]) -> str:
         """This call's own names, metadata and types, aligned with the shared body."""
         base = {k: v for k, v in metadata.items() if k != INLINE_KEY}
-        slots: dict[bytes, list[int]] = {}
-        for index, label in enumerate(node_labels(function)):
-            slots.setdefault(label, []).append(index)
+        shared = self._slots.get(function.identifier())
+        if shared is None:
+            shared = {}
+            for index, label in enumerate(node_labels(function)):
+                shared.setdefault(label, []).append(index)
+            self._slots[function.identifier()] = shared
+        slots = {label: list(indices) for label, indices in shared.items()}
         entries: list[dict[str, Any]] = [{} for _ in range(len(function))]
         for node, label in zip(body, node_labels(body), strict=True):
             index = slots[label].pop(0)
