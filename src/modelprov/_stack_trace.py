@@ -107,12 +107,18 @@ def innermost_frame(trace: str) -> Frame | None:
 
 def split_chunks(trace: str) -> list[str]:
     """Splits a value into substrings at frame starts; ``"".join`` gives it back exactly."""
+    return list(_chunks(trace))
+
+
+@functools.lru_cache(maxsize=4096)
+def _chunks(trace: str) -> tuple[str, ...]:
+    # Cached: the layers of a model repeat the same traces.
     lines = trace.split("\n")
     chunks: list[str] = []
     for index, group in enumerate(_frame_groups(lines)):
         text = "\n".join(group)
         chunks.append(text if index == 0 else "\n" + text)
-    return chunks if chunks else [trace]
+    return tuple(chunks) if chunks else (trace,)
 
 
 def split_merged_traces(value: str) -> list[str]:

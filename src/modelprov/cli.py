@@ -17,6 +17,7 @@ import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from modelprov._gc import gc_paused
 from modelprov._io import (
     check_output,
     load_model,
@@ -461,7 +462,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         for category in (DeprecationWarning, FutureWarning, UserWarning):
             warnings.simplefilter("ignore", category)
     try:
-        code: int = args.run(args)
+        with gc_paused():  # a short-lived process: collecting cycles would walk every node
+            code: int = args.run(args)
     except ModelprovError as error:
         print(f"modelprov: error: {error}", file=sys.stderr)
         return EXIT_USAGE
