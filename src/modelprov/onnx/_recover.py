@@ -381,10 +381,11 @@ def recover_with_report(
     """:func:`recover`, also returning what it found."""
     before = _load(original, "original")
     after = _load(optimized, "optimized")
-    original_ir = (
-        before.clone() if isinstance(before, ir.Model) else ir.from_proto(_repaired(before)[0])
-    )
-    _infer_shapes(original_ir)
+    if isinstance(before, ir.Model):
+        original_ir = before.clone()
+        _infer_shapes(original_ir)
+    else:
+        original_ir = _inferred_ir(_repaired(before)[0])
     if isinstance(after, ir.Model):
         result = after.clone()
         report = recover_ir(original_ir, result, policies=policies)
@@ -395,6 +396,21 @@ def recover_with_report(
     _copy_metadata(working, proto)
     report = dataclasses.replace(report, repaired=tuple(_dedupe([*repaired, *report.repaired])))
     return proto, report
+
+
+def _inferred_ir(proto: onnx.ModelProto) -> ir.Model:
+    """The original as onnx_ir with inferred shapes: onnx's shape inference run on the proto
+    at hand (the pass on an ir model would serialize it and read it back once more)."""
+    try:
+        inferred = onnx.shape_inference.infer_shapes(
+            proto, check_type=True, strict_mode=True, data_prop=True
+        )
+    except Exception as error:  # e.g. over 2 GB: the pass below sets big weights aside
+        logger.info("shape inference on the original proto failed: %s", error)
+        model = ir.from_proto(proto)
+        _infer_shapes(model)
+        return model
+    return ir.from_proto(inferred)
 
 
 def _infer_shapes(model: ir.Model) -> None:
