@@ -115,17 +115,20 @@ def _rewrite_model(
 
 
 def _cmd_functionize(args: argparse.Namespace) -> int:
-    from modelprov.onnx._functionize import functionize
+    from modelprov.onnx._functionize import FunctionizePass
 
+    # The loaded model is ours: the pass changes it in place (no copy).
     return _rewrite_model(
-        args, "wrapping ops into functions", lambda model: functionize(model, level=args.level)
+        args,
+        "wrapping ops into functions",
+        lambda model: FunctionizePass(level=args.level)(model).model,
     )
 
 
 def _cmd_inline(args: argparse.Namespace) -> int:
-    from modelprov.onnx._inline import inline
+    from modelprov.onnx._inline import InlinePass
 
-    return _rewrite_model(args, "inlining functions", inline)
+    return _rewrite_model(args, "inlining functions", lambda model: InlinePass()(model).model)
 
 
 # --- reports --------------------------------------------------------------------------------
