@@ -18,7 +18,7 @@ from collections.abc import Mapping
 import numpy as np
 import onnx_ir as ir
 
-__all__ = ["node_labels", "structural_hash"]
+__all__ = ["hash_and_labels", "node_labels", "structural_hash"]
 
 
 def _digest(*parts: bytes | str) -> bytes:
@@ -101,6 +101,14 @@ def _labels(
             labels[value] = _digest(label, str(index))
     outputs = [labels.get(value, _digest("free", value.name or "")) for value in graph.outputs]
     return node_labels, outputs
+
+
+def hash_and_labels(function: ir.Function) -> tuple[str, list[bytes]]:
+    """``structural_hash(function)`` and ``node_labels(function)`` from one walk."""
+    labels, outputs = _labels(function, None)
+    digest = _digest("graph", _digest(*outputs), _digest(*sorted(labels)))
+    digest = _digest("function", digest, *sorted(function.attributes))
+    return digest.hex(), labels
 
 
 def structural_hash(graph_or_function: ir.Graph | ir.Function | ir.Model) -> str:

@@ -18,7 +18,7 @@ from typing import Any
 
 import onnx_ir as ir
 
-from modelprov.onnx._structural_hash import node_labels, structural_hash
+from modelprov.onnx._structural_hash import hash_and_labels, node_labels
 
 __all__ = [
     "ATEN_DOMAIN",
@@ -283,11 +283,13 @@ class Wrapper:
             for name in region.declared
         }
         candidate = ir.Function(region.domain, region.name, "", graph=body, attributes=attributes)
-        digest = structural_hash(candidate)
+        digest, body_labels = hash_and_labels(candidate)
         function, first = self._register(candidate, digest, region)
         call.overload = function.overload
         if not first:
-            call.metadata_props[INLINE_KEY] = self._record(candidate, function, metadata)
+            call.metadata_props[INLINE_KEY] = self._record(
+                candidate, body_labels, function, metadata
+            )
         if moved_after:
             self.graph.remove(moved_after, safe=False)
             self.graph.insert_after(call, moved_after)
@@ -335,7 +337,13 @@ class Wrapper:
         self.model.opset_imports.setdefault(region.domain, 1)
         return candidate, True
 
-    def _record(self, body: ir.Function, function: ir.Function, metadata: Mapping[str, str]) -> str:
+    def _record(
+        self,
+        body: ir.Function,
+        body_labels: Sequence[bytes],
+        function: ir.Function,
+        metadata: Mapping[str, str],
+    ) -> str:
         """This call's own names, metadata and types, aligned with the shared body."""
         base = {k: v for k, v in metadata.items() if k != INLINE_KEY}
         shared = self._slots.get(function.identifier())
@@ -346,7 +354,7 @@ class Wrapper:
             self._slots[function.identifier()] = shared
         slots = {label: list(indices) for label, indices in shared.items()}
         entries: list[dict[str, Any]] = [{} for _ in range(len(function))]
-        for node, label in zip(body, node_labels(body), strict=True):
+        for node, label in zip(body, body_labels, strict=True):
             index = slots[label].pop(0)
             entry: dict[str, Any] = {"name": node.name or ""}
             constant_of = node.metadata_props.get(CONSTANT_OF_KEY)
