@@ -56,57 +56,11 @@ def ancestors(graph: ir.Graph, values: Sequence[ir.Value]) -> set[ir.Node]:
 def region_violations(
     before: ir.Model, after: ir.Model, inputs: Sequence[np.ndarray]
 ) -> tuple[list[tuple[str, str]], int]:
-    """Sources of ``after``'s nodes that do not feed what the node computes.
+    """Sources of ``after``'s nodes outside the node's value region (see tests._regions).
 
-    A node's output is matched numerically to values of ``before`` (same shape, dtype and
-    contents); each of the node's sources must be a source of some ancestor of a matched
-    value. Nodes whose outputs match nothing are checked through their nearest consumers
-    that do. Returns the violations (node, source id) and the number of nodes checked.
+    Returns the violations (node, source id) and the number of nodes checked.
     """
-    from modelprov import sources
+    from tests._regions import check_regions
 
-    before_values = run_all_values(before, inputs)
-    after_values = run_all_values(after, inputs)
-    by_name = {value.name: value for node in before.graph for value in node.outputs}
-    before_sources = {node: {s.id for s in sources(before, node)} for node in before.graph}
-
-    def matches(array: np.ndarray) -> list[ir.Value]:
-        return [
-            by_name[key]
-            for key, candidate in before_values.items()
-            if key in by_name
-            and candidate.shape == array.shape
-            and candidate.dtype == array.dtype
-            and np.allclose(candidate, array, rtol=1e-5, atol=1e-6)
-        ]
-
-    violations: list[tuple[str, str]] = []
-    checked = 0
-    for node in after.graph:
-        targets: list[ir.Value] = []
-        for output in node.outputs:
-            # Each output separately: matched directly, or through its nearest consumers.
-            # A tensor may coincide with an unrelated one (a reshape chain that restores its
-            # input), so matches are gathered down to the first value matching something
-            # downstream of every coincidence: up to three consumer levels.
-            frontier: list[tuple[ir.Value, int]] = [(output, 0)]
-            seen: set[ir.Value] = set()
-            while frontier:
-                value, depth = frontier.pop(0)
-                if value in seen or depth > 3:
-                    continue
-                seen.add(value)
-                found = matches(after_values[value.name]) if value.name in after_values else []
-                targets.extend(found)
-                if not found or depth < 1:
-                    frontier.extend(
-                        (out, depth + 1) for use in value.uses() for out in use.node.outputs
-                    )
-        if not targets:
-            continue
-        region = set().union(*(before_sources[n] for n in ancestors(before.graph, targets)))
-        violations.extend(
-            (node.name or node.op_type, s.id) for s in sources(after, node) if s.id not in region
-        )
-        checked += 1
-    return violations, checked
+    result = check_regions(before, after, inputs)
+    return result.violations, result.checked

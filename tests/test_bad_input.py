@@ -115,3 +115,37 @@ def test_sources_rejects_mismatched_kinds(export_of):
     model = export_of("double_transpose")
     with pytest.raises(TypeError, match="onnx.ModelProto with one of its onnx.NodeProto"):
         modelprov.sources(ir.to_proto(model), next(iter(model.graph)))  # type: ignore[arg-type]
+
+
+def _with_duplicate_trace(model: ir.Model) -> tuple[onnx.ModelProto, str]:
+    proto = ir.to_proto(model)
+    node = proto.graph.node[0]
+    trace = 'File "/elsewhere.py", line 99, in forward\n    k = second_writer(k)'
+    entry = node.metadata_props.add()
+    entry.key, entry.value = "pkg.torch.onnx.stack_trace", trace
+    return proto, trace
+
+
+def test_duplicate_keys_are_merged_by_policy_not_last_wins(export_of):
+    proto, extra = _with_duplicate_trace(export_of("double_transpose"))
+    node = proto.graph.node[0]
+    first = next(e.value for e in node.metadata_props if e.key == "pkg.torch.onnx.stack_trace")
+    before = proto.SerializeToString()
+    traces = [s.stack_trace for s in modelprov.sources(proto, node)]
+    assert len(traces) == 1 and first in traces[0] and extra in traces[0]
+    optimized = modelprov.optimize(proto)
+    kept = "\n".join(
+        e.value for n in optimized.graph.node for e in n.metadata_props if "stack_trace" in e.key
+    )
+    table = "".join(e.value for e in optimized.metadata_props)
+    assert "second_writer" in kept or "second_writer" in _inflated(table)
+    assert proto.SerializeToString() == before
+
+
+def _inflated(table: str) -> str:
+    from modelprov._sources import SourceTable
+
+    if not table:
+        return ""
+    loaded, _ = SourceTable.loads(table)
+    return "\n".join(s.stack_trace for s in loaded)

@@ -15,6 +15,7 @@ import modelprov
 from modelprov import _examples
 from modelprov.audit import audit
 from modelprov.cli import build_parser, main
+from modelprov.errors import ExitCode
 from tests._cli import cli, cli_many, ok_json
 from tests.conftest import plain_export
 
@@ -29,6 +30,7 @@ SUBCOMMANDS = (
     "demo",
     "report",
     "overlay",
+    "quantize",
 )
 
 
@@ -82,7 +84,8 @@ def _main(capsys, *args: str) -> tuple[int, str, str]:
 )
 def test_usage_errors_exit_2(capsys, args):
     code, _, err = _main(capsys, *args)
-    assert code == 2 and "usage: modelprov" in err
+    assert code == 2 and "modelprov" in err and "--help" in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 
 def test_diff_of_onnxscript_output_lists_the_first_transpose(models):
@@ -252,18 +255,26 @@ def test_export_stablehlo_with_calibration(tmp_path):
         (["tests._factories:nope", "--onnx", "{tmp}/a.onnx"], "has no attribute 'nope'"),
         (["no_such_module:f", "--onnx", "{tmp}/a.onnx"], "cannot import module"),
         (["tests._factories:not_a_model", "--onnx", "{tmp}/a.onnx"], "not a torch.nn.Module"),
-        (["tests._factories:mlp", "--onnx", "{tmp}/no/a.onnx"], "does not exist"),
+        (["tests._factories:raises", "--onnx", "{tmp}/a.onnx"], "factory raised ValueError"),
         (["tests._factories:mlp", "--onnx", "{tmp}/a.onnx", "--calibrate", "0"], "positive"),
     ],
 )
 def test_export_errors_exit_2(capsys, tmp_path, args, message):
     code, _, err = _main(capsys, "export", *(a.format(tmp=tmp_path) for a in args))
     assert code == 2 and message in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_export_to_a_missing_folder_exits_3(capsys, tmp_path):
+    code, _, err = _main(
+        capsys, "export", "tests._factories:mlp", "--onnx", f"{tmp_path}/no/a.onnx"
+    )
+    assert code == ExitCode.CANNOT_WRITE and "does not exist" in err
     assert list(tmp_path.iterdir()) == []
 
 
 def test_recover_on_onnxscript_output(models, tmp_path):
-    pytest.importorskip("modelprov.onnx._recover")
     folder, _ = models
     out = tmp_path / "recovered.onnx"
     result = cli("recover", str(folder / "dt.onnx"), str(folder / "dt.os.onnx"), "-o", str(out))
@@ -274,7 +285,6 @@ def test_recover_on_onnxscript_output(models, tmp_path):
 
 
 def test_functionize_then_inline(models, tmp_path):
-    pytest.importorskip("modelprov.onnx._functionize")
     folder, _ = models
     functions = tmp_path / "functions.onnx"
     result = cli("functionize", str(folder / "dt.onnx"), "-o", str(functions))
@@ -282,7 +292,6 @@ def test_functionize_then_inline(models, tmp_path):
     report = audit(str(functions))
     assert report.functions, report
     assert all(item.calls >= 1 and item.domain == "pkg.torch.aten" for item in report.functions)
-    pytest.importorskip("modelprov.onnx._inline")
     inlined = tmp_path / "inlined.onnx"
     result = cli("inline", str(functions), "-o", str(inlined))
     assert result.returncode == 0, result.stderr

@@ -157,7 +157,7 @@ def test_output_equal_to_input_needs_in_place(capsys, with_data, command):
 def test_unwritable_output_is_refused_before_any_work(capsys, with_data, tmp_path, output):
     out = output.format(tmp=tmp_path)
     code, err = _main(capsys, "optimize", str(with_data), "-o", out)
-    assert code == 2 and out in err
+    assert code == 3 and out in err  # ExitCode.CANNOT_WRITE
     assert "does not exist" in err or "cannot write" in err
     assert not os.path.exists(out)
 

@@ -15,6 +15,7 @@ import torch
 
 import modelprov
 from modelprov import _examples
+from modelprov.errors import MetadataError
 from modelprov.onnx._aten_record import record_aten_calls
 from modelprov.onnx._find_calls import find_calls
 from modelprov.onnx._functionize import FunctionizePass, functionize
@@ -202,11 +203,10 @@ def test_inline_restores_the_model_node_for_node(level: str) -> None:
 
 def test_inline_of_a_plain_export(export_of) -> None:  # type: ignore[no-untyped-def]
     plain = export_of("gpt2")
-    pass_ = FunctionizePass()
     result = plain.clone()
-    pass_(result)
-    assert pass_.calls > 100
-    assert all("SequenceAt" in r.reason or "no FX" in r.reason for r in pass_.skipped)
+    outcome = FunctionizePass()(result)
+    assert outcome.calls > 100 and outcome.modified
+    assert all("SequenceAt" in r.reason or "no FX" in r.reason for r in outcome.skipped)
     assert node_for_node(plain, inline(result)) == []
     onnx.checker.check_model(ir.to_proto(result), full_check=True)
 
@@ -254,11 +254,10 @@ def _bad_input_model() -> ir.Model:
 def test_bad_inputs_are_left_as_they_are_and_reported() -> None:
     model = _bad_input_model()
     for level in ("aten", "module"):
-        pass_ = FunctionizePass(level=level)  # type: ignore[arg-type]
         result = model.clone()
-        pass_(result)
-        assert pass_.calls == 0
-        assert pass_.skipped
+        outcome = FunctionizePass(level=level)(result)  # type: ignore[arg-type]
+        assert outcome.calls == 0 and not outcome.modified
+        assert outcome.skipped
         assert node_for_node(model, result) == []
         assert node_for_node(model, inline(result)) == []
     with pytest.raises(ValueError, match="level"):
@@ -278,3 +277,34 @@ def test_inline_record_is_versioned_json() -> None:
     document = json.loads(records[0])
     assert document["version"] == 1
     assert all("name" in entry for entry in document["nodes"])
+
+
+def _second_relu_call(model: ir.Model) -> ir.Node:
+    calls = [node for node in model.graph if node.op_type == "aten_relu_default"]
+    assert len(calls) == 2 and calls[0].op_identifier() == calls[1].op_identifier()
+    return calls[1]
+
+
+@pytest.mark.parametrize("record", [None, "{not json", '{"version": 1, "nodes": []}'])
+def test_inline_never_gives_a_call_another_calls_provenance(export_of, record) -> None:  # type: ignore[no-untyped-def]
+    plain = export_of("cnn")
+    functionized = modelprov.functionize(plain)
+    second = _second_relu_call(functionized)
+    own_fx = {
+        source.fx_node for source in modelprov.sources(functionized, second) if source.fx_node
+    }
+    if record is None:
+        del second.metadata_props["modelprov.inline"]
+    else:
+        second.metadata_props["modelprov.inline"] = record
+        with pytest.raises(MetadataError, match=f"node {second.name!r}.*modelprov.inline"):
+            modelprov.inline(functionized)
+        return
+    flat = modelprov.inline(functionized)
+    relu_fx = [
+        {s.fx_node for s in modelprov.sources(flat, node)}
+        for node in flat.graph
+        if node.op_type == "Relu"
+    ]
+    assert len(relu_fx) == 2
+    assert relu_fx[1] == own_fx and relu_fx[1] != relu_fx[0]

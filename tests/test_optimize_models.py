@@ -5,6 +5,8 @@ from __future__ import annotations
 import collections
 
 import numpy as np
+import onnx
+import onnx_ir as ir
 import onnxscript.optimizer
 import pytest
 
@@ -25,7 +27,14 @@ def optimized(request):
     from tests.conftest import plain_export
 
     base = plain_export(request.param)
-    return request.param, base, modelprov.optimize(base.clone())
+    before = ir.to_proto(base).SerializeToString()
+    proto = ir.to_proto(base)
+    proto_before = proto.SerializeToString()
+    optimized = modelprov.optimize(base)  # the very object: it must stay as it was
+    assert ir.to_proto(base).SerializeToString() == before
+    modelprov.optimize(proto)  # a ModelProto too (onnx_ir writes tensor names into protos)
+    assert proto.SerializeToString() == proto_before
+    return request.param, base, optimized
 
 
 def test_every_node_has_sources_and_recall_is_one(optimized):
@@ -119,12 +128,48 @@ def test_per_pass_tracking_gives_the_same_graph_and_names_each_pass(optimized):
     name, base, ours = optimized
     model = base.clone()
     tracked = modelprov.OptimizeProvenancePass(per_pass=True)
-    tracked(model)
+    result = tracked(model)
     assert [n.op_type for n in model.graph] == [n.op_type for n in ours.graph]
     assert modelprov.diff(base, model).fx_nodes.value == 1.0
-    names = [step.name for step in tracked.steps]
+    names = [step.name for step in result.steps]
     assert "onnxscript.optimizer: fold constants (1)" in names
     assert "onnxscript.optimizer: common subexpression elimination" in names
-    assert sum(step.removed_nodes for step in tracked.steps) >= len(base.graph) - len(model.graph)
+    assert sum(step.removed_nodes for step in result.steps) >= len(base.graph) - len(model.graph)
     violations, _ = region_violations(base, model, _inputs(name))
     assert violations == []
+
+
+_USER_FUNCTION = """
+<ir_version: 10, opset_import: ["" : 18, "user" : 1]>
+g (float[2,8] x) => (float[2,8] y) {
+    a = Relu (x)
+    y = user.block (a)
+}
+<domain: "user", opset_import: ["" : 18]>
+block (p) => (q) {
+    s = Sigmoid (p)
+    q = Mul (s, p)
+}
+"""
+
+
+def _fx(entries, name: str, line: int) -> None:  # type: ignore[no-untyped-def]
+    entries.add(key="pkg.torch.onnx.fx_node", value=f"%{name} : [num_users=1] = x")
+    entries.add(key="pkg.torch.onnx.stack_trace", value=f'File "/m.py", line {line}, in f')
+
+
+def test_user_function_bodies_keep_their_provenance_and_diff_counts_them() -> None:
+    proto = onnx.parser.parse_model(_USER_FUNCTION)
+    _fx(proto.graph.node[0].metadata_props, "relu", 1)
+    _fx(proto.graph.node[1].metadata_props, "block", 2)
+    _fx(proto.functions[0].node[0].metadata_props, "sigmoid", 3)
+    _fx(proto.functions[0].node[1].metadata_props, "mul", 4)
+    assert set(modelprov.audit(proto).fx_nodes) == {"relu", "block", "sigmoid", "mul"}
+    theirs = onnxscript.optimizer.optimize(ir.from_proto(proto))
+    assert modelprov.diff(proto, theirs).fx_nodes.value < 1.0  # body sources lost: visible
+    ours = modelprov.optimize(proto)
+    report = modelprov.diff(proto, ours)
+    assert report.fx_nodes.total == 4 and report.fx_nodes.value == 1.0
+    fx = {n.op_type: {s.fx_node for s in modelprov.sources(ours, n)} for n in ours.graph.node}
+    assert fx["Sigmoid"] >= {"sigmoid"} and fx["Mul"] >= {"mul"}
+    assert [n.op_type for n in ours.graph.node] == [n.op_type for n in theirs.graph]

@@ -14,6 +14,8 @@ import pytest
 import modelprov
 from modelprov import _examples
 from modelprov._correspond import all_nodes
+from modelprov._stack_trace import display_path
+from modelprov.onnx._aten_call import ATEN_CALL_KEY
 from modelprov.report import node_state, report, write_report
 from modelprov.report._data import report_data
 from modelprov.report._html import embed_json
@@ -99,7 +101,7 @@ def test_lost_sources_are_listed_with_lines() -> None:
     doomed.name = None
     data = report_data(after, before=before)
     lost = {s["fx"]: s for s in data["lost"]}
-    assert lost[source.fx_node]["file"] == source.file
+    assert source.file is not None and lost[source.fx_node]["file"] == display_path(source.file)
     assert lost[source.fx_node]["line"] == source.line
     assert data["summary"]["states"]["none"] == 1
 
@@ -185,7 +187,8 @@ def test_gpt2_report_in_chromium(
     )
     details = page.evaluate("document.getElementById('details').textContent")
     for source in modelprov.sources(after, nodes[merged]):
-        assert f"{source.file}:{source.line}" in details
+        assert source.file is not None
+        assert f"{display_path(source.file)}:{source.line}" in details
         assert source.fx_node in details
 
     fx_name = modelprov.sources(after, nodes[merged])[-1].fx_node
@@ -199,6 +202,56 @@ def test_gpt2_report_in_chromium(
     assert type_search(page, "") == count
     assert page.errors == []
     assert all(url.startswith("file://") for url in page.requests), page.requests
+
+
+@needs_chromium
+def test_details_panel_shows_source_lines_with_code_first(
+    browser: Browser, gpt2_pair: tuple[ir.Model, ir.Model], tmp_path: str
+) -> None:
+    _, after = gpt2_pair
+    page = open_report(browser, report(after), tmp_path, "details.html")
+    nodes = list(after.graph)
+    merged = max(range(len(nodes)), key=lambda i: len(modelprov.sources(after, nodes[i])))
+    sources = modelprov.sources(after, nodes[merged])
+    assert len(sources) > 1 and any(ATEN_CALL_KEY in n.metadata_props for n in nodes)
+    page.evaluate(f"document.querySelector('#node-rows tr[data-i=\"{merged}\"]').click()")
+    panel = json.loads(
+        page.evaluate(
+            """JSON.stringify((() => {
+              const d = document.getElementById('details');
+              const top = d.getBoundingClientRect().top;
+              const blocks = [...d.querySelectorAll('.srcline')];
+              return {
+                screen: window.innerHeight,
+                lines: blocks.map(b => ({
+                  where: b.querySelector('.line').textContent,
+                  code: (b.querySelector('pre.code .hl') || {}).textContent || '',
+                  top: b.getBoundingClientRect().top - top})),
+                long: [...d.querySelectorAll('details.long')].map(x => x.open),
+                height: d.scrollHeight};
+            })())"""
+        )
+    )
+    expected = {f"{display_path(s.file)}:{s.line}" for s in sources if s.file is not None}
+    assert {line["where"] for line in panel["lines"]} == expected
+    first = panel["lines"][0]
+    assert first["top"] < panel["screen"] / 2  # the first source line is near the top
+    assert all(line["top"] < panel["screen"] for line in panel["lines"][:3])
+    # The highlighted code is the line the source points at, read from the user's file.
+    source = next(s for s in sources if f"{display_path(s.file or '')}:{s.line}" == first["where"])
+    assert source.file is not None and source.line is not None
+    with open(source.file, encoding="utf-8") as stream:
+        text = stream.read().splitlines()[source.line - 1].strip()
+    assert first["code"].strip().endswith(text)
+    # Long records stay collapsed until asked for, then show pretty-printed JSON.
+    assert panel["long"] and not any(panel["long"])
+    pretty = page.evaluate(
+        """(() => { const box = document.querySelector('#details details.long');
+          box.open = true; box.dispatchEvent(new Event('toggle'));
+          return box.querySelector('pre').textContent; })()"""
+    )
+    assert pretty.startswith("{\n  ") or pretty.startswith("[\n  ")
+    assert page.errors == []
 
 
 @needs_chromium

@@ -9,8 +9,9 @@ Public API (everything else lives in private modules)::
     modelprov.Policies, modelprov.DEFAULT_POLICIES, modelprov.policy.*
     modelprov.audit(model), modelprov.diff(before, after)
 
-The names that need torch (export, annotate, calibrate, functionize, export_stablehlo…)
-are imported on first use, so reading and checking ONNX files does not pay for torch.
+The names that need torch or onnxscript (export, optimize, annotate, calibrate, functionize,
+export_stablehlo…) are imported on first use, so reading and checking ONNX files pays for
+neither.
 Formats: docs/metadata-format.md.
 """
 
@@ -18,15 +19,14 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from modelprov import errors, policy
+from modelprov._join import join_sources
 from modelprov._sources import Source
 from modelprov._stack_trace import TraceOptions
 from modelprov.audit import AuditReport, DiffReport, Recall, audit, diff
 from modelprov.onnx._inline import InlinePass, inline
 from modelprov.onnx._lookup import SourceIndex, sources
-from modelprov.onnx._optimize import OptimizeProvenancePass, StepRecord, optimize
-from modelprov.onnx._recover import recover
+from modelprov.onnx._recover import RecoveryReport, recover, recover_with_report
 from modelprov.onnx._structural_hash import structural_hash
-from modelprov.onnx._tools import optimize_with
 from modelprov.policy import DEFAULT_POLICIES, MergeContext, Policies
 from modelprov.report import overlay, report, write_overlay, write_report
 
@@ -34,7 +34,15 @@ if TYPE_CHECKING:
     from modelprov.annotation import annotate, annotations, calibrate
     from modelprov.onnx._export import export
     from modelprov.onnx._find_calls import find_calls
-    from modelprov.onnx._functionize import FunctionizePass, functionize
+    from modelprov.onnx._functionize import FunctionizePass, FunctionizeResult, functionize
+    from modelprov.onnx._optimize import (
+        OptimizeProvenancePass,
+        OptimizeResult,
+        StepRecord,
+        optimize,
+    )
+    from modelprov.onnx._quantize import quantize
+    from modelprov.onnx._tools import optimize_with
     from modelprov.stablehlo import StableHLOProgram, export_stablehlo
 
 _LAZY = {
@@ -44,8 +52,15 @@ _LAZY = {
     "export": "modelprov.onnx._export",
     "find_calls": "modelprov.onnx._find_calls",
     "FunctionizePass": "modelprov.onnx._functionize",
+    "FunctionizeResult": "modelprov.onnx._functionize",
     "functionize": "modelprov.onnx._functionize",
+    "OptimizeProvenancePass": "modelprov.onnx._optimize",
+    "OptimizeResult": "modelprov.onnx._optimize",
+    "StepRecord": "modelprov.onnx._optimize",
+    "optimize": "modelprov.onnx._optimize",
+    "optimize_with": "modelprov.onnx._tools",
     "StableHLOProgram": "modelprov.stablehlo",
+    "quantize": "modelprov.onnx._quantize",
     "export_stablehlo": "modelprov.stablehlo",
 }
 
@@ -68,11 +83,14 @@ __all__ = [
     "AuditReport",
     "DiffReport",
     "FunctionizePass",
+    "FunctionizeResult",
     "InlinePass",
     "MergeContext",
     "OptimizeProvenancePass",
+    "OptimizeResult",
     "Policies",
     "Recall",
+    "RecoveryReport",
     "Source",
     "SourceIndex",
     "StableHLOProgram",
@@ -89,11 +107,14 @@ __all__ = [
     "find_calls",
     "functionize",
     "inline",
+    "join_sources",
     "optimize",
     "optimize_with",
     "overlay",
     "policy",
+    "quantize",
     "recover",
+    "recover_with_report",
     "report",
     "sources",
     "structural_hash",

@@ -27,6 +27,23 @@ import onnx_ir as ir
 __all__ = ["Change", "Snapshot", "all_graphs", "all_nodes", "diff"]
 
 
+METADATA_READERS = frozenset({"Shape", "Size"})
+"""Ops that read only the shape of their input: folding them never computes the input.
+``CastLike`` reads only the dtype of its second input."""
+
+_SUBGRAPH_OPS = frozenset({"If", "Loop", "Scan"})
+
+
+def data_inputs(node: ir.Node, inputs: Iterable[ir.Value | None]) -> list[ir.Value]:
+    """The inputs whose contents the node reads (a Shape or Size reads none)."""
+    if node.domain in ("", "ai.onnx"):
+        if node.op_type in METADATA_READERS:
+            return []
+        if node.op_type == "CastLike":
+            inputs = list(inputs)[:1]
+    return [value for value in inputs if value is not None]
+
+
 def all_nodes(graph: ir.Graph) -> list[ir.Node]:
     """Every node of a graph and of its subgraphs, parents before children."""
     return list(ir.traversal.RecursiveGraphIterator(graph))
@@ -55,6 +72,7 @@ class Snapshot:
     graph_outputs: dict[ir.Graph, tuple[ir.Value, ...]]
     boundary: set[ir.Value]
     """Graph inputs and initializers: values without a producing node."""
+    _constant_nodes: set[ir.Node] | None = dataclasses.field(default=None, repr=False)
 
     @classmethod
     def of(cls, graph: ir.Graph) -> Snapshot:
@@ -77,6 +95,28 @@ class Snapshot:
             boundary=boundary,
         )
 
+    def constant_nodes(self) -> set[ir.Node]:
+        """Nodes whose outputs do not depend on any graph input's contents (constants,
+        shape arithmetic): ``Shape`` and ``Size`` read only their input's metadata."""
+        cached = self._constant_nodes
+        if cached is not None:
+            return cached
+        graph_inputs: set[ir.Value] = set()
+        for graph in self.graph_outputs:
+            initializers = set(graph.initializers.values())
+            graph_inputs.update(v for v in graph.inputs if v not in initializers)
+        dynamic: set[ir.Value] = set(graph_inputs)
+        constant: set[ir.Node] = set()
+        for node in self.nodes:
+            if any(v in dynamic for v in data_inputs(node, self.inputs[node])):
+                dynamic.update(self.outputs[node])
+            elif node.op_type not in _SUBGRAPH_OPS:
+                constant.add(node)
+            else:
+                dynamic.update(self.outputs[node])
+        self._constant_nodes = constant
+        return constant
+
     def knows(self, value: ir.Value) -> bool:
         """True when the value existed in the snapshot."""
         return value in self.producer or value in self.boundary
@@ -95,6 +135,12 @@ class Change:
         removed: nodes that no longer exist.
         eliminated: removed nodes no node claimed (dead code).
         unanchored: new nodes that no removed node could be attributed to.
+        fallback: for new nodes, removed nodes they reach only by reading through the
+            input of a ``Shape``/``Size`` (what they compute does not include them); their
+            sources go there only when no other node keeps them (recall wins).
+        constant: old nodes that computed constants (no graph input's contents).
+        produced: for new nodes, the removed nodes whose output values their outputs
+            replaced (what the node itself now computes, even when it is a constant).
     """
 
     absorbed: dict[ir.Node, set[ir.Node]]
@@ -104,6 +150,9 @@ class Change:
     removed: list[ir.Node]
     eliminated: list[ir.Node]
     unanchored: list[ir.Node]
+    fallback: dict[ir.Node, set[ir.Node]] = dataclasses.field(default_factory=dict)
+    constant: set[ir.Node] = dataclasses.field(default_factory=set)
+    produced: dict[ir.Node, set[ir.Node]] = dataclasses.field(default_factory=dict)
 
 
 def _value_replacements(
@@ -164,6 +213,7 @@ def diff(
 
     if node_anchors is None:
         replaced = _value_replacements(before, graph, old_of, value_anchors)
+        _rename_anchors(before, new_nodes, removed_set, replaced)
     else:
         replaced = _anchored_replacements(before, graph, old_of, value_anchors)
 
@@ -195,7 +245,13 @@ def diff(
             olds.append(value)
         return olds
 
-    def region(entries: Iterable[ir.Value], stops: set[ir.Value]) -> set[ir.Node]:
+    fallback: dict[ir.Node, set[ir.Node]] = {}
+
+    def region(
+        entries: Iterable[ir.Value], stops: set[ir.Value], *, loose: bool = False
+    ) -> set[ir.Node]:
+        """Removed nodes from ``entries`` back to ``stops``; ``loose`` also reads through
+        the input of a Shape or Size (what a fold of it does not compute)."""
         claimed: set[ir.Node] = set()
         stack = [before.producer[v] for v in entries if before.producer.get(v) in claimable]
         while stack:
@@ -203,7 +259,8 @@ def diff(
             if node in claimed:
                 continue
             claimed.add(node)
-            for value in before.inputs[node]:
+            read = before.inputs[node] if loose else data_inputs(node, before.inputs[node])
+            for value in read:
                 if value is None or value in stops:
                     continue
                 upstream = before.producer.get(value)
@@ -211,8 +268,28 @@ def diff(
                     stack.append(upstream)
         return claimed
 
+    # What each new node reads, as old values: through the fresh values of other new
+    # nodes back to values the old graph knew (a new node computes nothing above them).
+    known_reads: dict[ir.Node, set[ir.Value]] = {}
+    new_set = set(new_nodes)
+    for node in after_nodes:
+        if node not in new_set:
+            continue
+        reads: set[ir.Value] = set()
+        for value in node.inputs:
+            if value is None:
+                continue
+            olds = old_equivalents(value)
+            if olds:
+                reads.update(olds)
+                continue
+            upstream = producer_now.get(value)
+            if upstream is not None and upstream in known_reads:
+                reads.update(known_reads[upstream])
+        known_reads[node] = reads
+
     def stops_of(node: ir.Node) -> set[ir.Value]:
-        stops: set[ir.Value] = set()
+        stops: set[ir.Value] = set(known_reads.get(node, ()))
         for value in node.inputs:
             if value is not None:
                 stops.update(old_equivalents(value))
@@ -222,15 +299,23 @@ def diff(
         return stops
 
     absorbed: dict[ir.Node, set[ir.Node]] = {}
+    produced: dict[ir.Node, set[ir.Node]] = {}
     producerless: list[tuple[ir.Value, list[ir.Value]]] = []
     for new_value, olds in replaced.items():
         producer = producer_now.get(new_value)
         if producer is None:
             producerless.append((new_value, olds))
             continue
-        claim = region(olds, stops_of(producer))
+        stops = stops_of(producer)
+        produced.setdefault(producer, set()).update(
+            before.producer[old] for old in olds if before.producer.get(old) in claimable
+        )
+        claim = region(olds, stops)
         if claim:
             absorbed.setdefault(producer, set()).update(claim)
+        extra = region(olds, stops, loose=True) - claim
+        if extra:
+            fallback.setdefault(producer, set()).update(extra)
     # A value without producer (folded constant, graph input) took old values' places:
     # each reader absorbs what computed the old value it (or what it absorbed) read.
     for new_value, olds in producerless:
@@ -250,9 +335,13 @@ def diff(
             entries = [old for old in olds if old in read]
             if old_consumer is None and not absorbed.get(consumer):
                 entries = list(olds)
-            claim = region(entries, stops_of(consumer) - set(entries))
+            stops = stops_of(consumer) - set(entries)
+            claim = region(entries, stops)
             if claim:
                 absorbed.setdefault(consumer, set()).update(claim)
+            extra = region(entries, stops, loose=True) - claim
+            if extra:
+                fallback.setdefault(consumer, set()).update(extra)
 
     unanchored = _share_within_clusters(
         new_nodes,
@@ -265,8 +354,16 @@ def diff(
     claimed_all: set[ir.Node] = set()
     for claim in absorbed.values():
         claimed_all.update(claim)
-    eliminated = [node for node in removed if node not in claimed_all]
+    fallback_all = {node for extra in fallback.values() for node in extra}
+    eliminated = [node for node in removed if node not in claimed_all and node not in fallback_all]
+    fallback = {
+        node: extra - claimed_all for node, extra in fallback.items() if extra - claimed_all
+    }
+    constant = before.constant_nodes()
     return Change(
+        fallback=fallback,
+        constant=set(constant),
+        produced={node: olds for node, olds in produced.items() if olds},
         absorbed=absorbed,
         replaced=replaced,
         same=old_of,
@@ -275,6 +372,42 @@ def diff(
         eliminated=eliminated,
         unanchored=unanchored,
     )
+
+
+def _rename_anchors(
+    before: Snapshot,
+    new_nodes: Iterable[ir.Node],
+    removed: set[ir.Node],
+    replaced: dict[ir.Value, list[ir.Value]],
+) -> None:
+    """A fresh output that took the name of a removed node's output replaced that value.
+
+    onnxscript's rewriter gives a rule's new outputs the names of the values they replace;
+    without this, two new nodes of one rewrite (a merged Reshape feeding a new Gemm) would
+    look like one cluster and each claim the other's work. Shapes and dtypes must agree.
+    """
+    old_by_name: dict[str, ir.Value] | None = None
+    for node in new_nodes:
+        for value in node.outputs:
+            if not value.name or value in replaced or before.knows(value):
+                continue
+            if old_by_name is None:
+                old_by_name = {
+                    old.name: old
+                    for old, producer in before.producer.items()
+                    if old.name and producer in removed
+                }
+            old = old_by_name.get(value.name)
+            if old is None or not _compatible(old, value):
+                continue
+            replaced[value] = [old]
+
+
+def _compatible(old: ir.Value, new: ir.Value) -> bool:
+    """True unless known dtypes or known shapes differ."""
+    if old.dtype is not None and new.dtype is not None and old.dtype != new.dtype:
+        return False
+    return old.shape is None or new.shape is None or old.shape == new.shape
 
 
 def _share_within_clusters(

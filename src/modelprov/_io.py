@@ -4,7 +4,10 @@ Reads fail with errors that name the file and say what is wrong; external data i
 before anything is read (its files must lie inside the model's folder, exist and be long
 enough) and loaded only when asked. Writes are atomic (a temporary file in the destination
 folder, then a rename), external data included, so a failure never leaves a half-written
-model behind.
+model behind. Temporary files are named ``.<output>.modelprov-<pid>-<token>.tmp`` (folders
+``.modelprov-<pid>-<token>``); the next write to a folder removes those whose process is
+gone (a write killed by SIGKILL), so nothing is left behind for long. Outputs get the
+permissions the umask gives new files.
 """
 
 from __future__ import annotations
@@ -12,14 +15,16 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import tempfile
+import re
+import secrets
+import shutil
 from collections.abc import Iterable, Iterator, Sequence
 
 import onnx
 import onnx_ir as ir
 from google.protobuf.message import DecodeError
 
-from modelprov.errors import InvalidModelError
+from modelprov.errors import InvalidModelError, OutputError, UsageError
 
 __all__ = [
     "PROTOBUF_LIMIT",
@@ -30,6 +35,7 @@ __all__ = [
     "load_model",
     "load_model_proto",
     "model_from_proto",
+    "remove_stale_temporaries",
     "save_model",
 ]
 
@@ -202,7 +208,16 @@ def load_model(path: str | os.PathLike[str], *, load_weights: bool = False) -> i
 
 def model_from_proto(proto: onnx.ModelProto, path: str | os.PathLike[str]) -> ir.Model:
     """``proto`` as an onnx_ir.Model whose external tensors are read beside ``path``."""
-    model = ir.from_proto(proto)
+    from modelprov.onnx._duplicates import has_duplicate_keys, merge_duplicate_keys
+
+    if has_duplicate_keys(proto):  # the proto is the caller's: merge in a copy
+        copy = onnx.ModelProto()
+        copy.CopyFrom(proto)
+        merge_duplicate_keys(copy)
+        proto = copy
+    from modelprov._proto_check import read_proto
+
+    model = read_proto(proto, os.fspath(path))
     ir.external_data.set_base_dir(model.graph, os.path.dirname(os.path.abspath(path)))
     return model
 
@@ -234,15 +249,15 @@ def check_output(
                 and os.path.exists(source)
                 and os.path.samefile(target, source)
             ):
-                raise InvalidModelError(
+                raise UsageError(
                     f"{name}: the output would overwrite the input {source}; pass "
                     "--in-place to allow it, or choose another output"
                 )
     folder = os.path.dirname(os.path.abspath(name))
     if os.path.isdir(name):
-        raise InvalidModelError(f"{name}: is a directory; give an output file name")
+        raise OutputError(f"{name}: is a directory; give an output file name")
     if not os.path.isdir(folder):
-        raise InvalidModelError(f"{name}: the output folder {folder} does not exist")
+        raise OutputError(f"{name}: the output folder {folder} does not exist")
     with _temporary_beside(name):
         pass
     return name
@@ -255,19 +270,60 @@ def _quick_proto(path: str | os.PathLike[str]) -> onnx.ModelProto:
     return proto
 
 
+_TEMPORARY = re.compile(r"^\.(?:.+\.)?modelprov-(?P<pid>\d+)-[0-9a-f]{16}(?:\.tmp)?$")
+
+
+def _temporary_name(prefix: str) -> str:
+    return f"{prefix}modelprov-{os.getpid()}-{secrets.token_hex(8)}"
+
+
+def _process_gone(pid: int) -> bool:
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except (PermissionError, OSError):
+        return False
+    return False
+
+
+def remove_stale_temporaries(folder: str) -> list[str]:
+    """Removes modelprov's temporary files and folders in ``folder`` whose writing process
+    is gone (killed mid-write); returns their paths. Others' files are never touched."""
+    removed: list[str] = []
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return removed
+    for entry in entries:
+        match = _TEMPORARY.match(entry.name)
+        if match is None or not _process_gone(int(match["pid"])):
+            continue
+        with contextlib.suppress(OSError):
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path)
+            else:
+                os.unlink(entry.path)
+            removed.append(entry.path)
+    return removed
+
+
 @contextlib.contextmanager
 def _temporary_beside(path: str, suffix: str = "") -> Iterator[str]:
+    """A new empty file beside ``path`` (umask permissions), removed unless renamed."""
     folder = os.path.dirname(os.path.abspath(path)) or "."
     if not os.path.isdir(folder):
-        raise InvalidModelError(f"{path}: the output folder {folder} does not exist")
+        raise OutputError(f"{path}: the output folder {folder} does not exist")
+    remove_stale_temporaries(folder)
+    temporary = os.path.join(
+        folder, _temporary_name(f".{os.path.basename(path)}.") + suffix + ".tmp"
+    )
     try:
-        handle, temporary = tempfile.mkstemp(
-            prefix=f".{os.path.basename(path)}.", suffix=suffix + ".tmp", dir=folder
-        )
+        handle = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     except OSError as error:
-        raise InvalidModelError(
-            f"{path}: cannot write in {folder}: {error.strerror or error}"
-        ) from None
+        raise OutputError(f"{path}: cannot write in {folder}: {error.strerror or error}") from None
     os.close(handle)
     try:
         yield temporary
@@ -280,11 +336,14 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     """Writes ``data`` to ``path`` atomically."""
     name = os.fspath(path)
     with _temporary_beside(name) as temporary:
-        with open(temporary, "wb") as stream:
-            stream.write(data)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temporary, name)
+        try:
+            with open(temporary, "wb") as stream:
+                stream.write(data)
+                stream.flush()
+                os.fsync(stream.fileno())
+            os.replace(temporary, name)
+        except OSError as error:
+            raise OutputError(f"{name}: cannot be written: {error.strerror or error}") from None
 
 
 def _tensors_of(model: ir.Model) -> Iterable[ir.TensorProtocol]:
@@ -315,16 +374,19 @@ def save_model(
     data_name = os.path.basename(name) + ".data"
     folder = os.path.dirname(os.path.abspath(name))
     if not os.path.isdir(folder):
-        raise InvalidModelError(f"{name}: the output folder {folder} does not exist")
+        raise OutputError(f"{name}: the output folder {folder} does not exist")
+    remove_stale_temporaries(folder)
+    staging = os.path.join(folder, _temporary_name("."))
     try:
-        with tempfile.TemporaryDirectory(prefix=".modelprov-", dir=folder) as staging:
+        os.mkdir(staging)
+        try:
             staged = os.path.join(staging, os.path.basename(name))
             ir.save(model, staged, external_data=data_name)
             staged_data = os.path.join(staging, data_name)
             if os.path.exists(staged_data):
                 os.replace(staged_data, os.path.join(folder, data_name))
             os.replace(staged, name)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
     except OSError as error:
-        raise InvalidModelError(
-            f"{name}: cannot write in {folder}: {error.strerror or error}"
-        ) from None
+        raise OutputError(f"{name}: cannot write in {folder}: {error.strerror or error}") from None

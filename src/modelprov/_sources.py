@@ -21,10 +21,26 @@ from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from modelprov import _stack_trace
+from modelprov._torch_compat import fx_node_text_name, fx_node_text_target
 from modelprov.errors import MetadataError
+from modelprov.keys import (
+    CLASS_HIERARCHY_KEY,
+    FX_NODE_KEY,
+    KEPT_FOR_RECALL_KEY,
+    NAME_SCOPES_KEY,
+    NAMESPACE_KEY,
+    NODE_SOURCES_KEY,
+    OUTPUT_OF_KEY,
+    RESERVED_PREFIX,
+    STACK_TRACE_KEY,
+    TABLE_FORMAT,
+    TABLE_KEY,
+)
 
 __all__ = [
     "FX_NODE_KEY",
+    "KEPT_FOR_RECALL_KEY",
+    "MAX_TABLE_BYTES",
     "MAX_VALUE_BYTES",
     "NAMESPACE_KEY",
     "NAME_SCOPES_KEY",
@@ -40,24 +56,20 @@ __all__ = [
     "parse_ids",
 ]
 
-TABLE_KEY = "modelprov.sources"
-NODE_SOURCES_KEY = "modelprov.sources"
-OUTPUT_OF_KEY = "modelprov.output_of"
-TABLE_FORMAT = "modelprov.sources"
 TABLE_VERSION = 1
-RESERVED_PREFIX = "modelprov."
-
-FX_NODE_KEY = "pkg.torch.onnx.fx_node"
-STACK_TRACE_KEY = "pkg.torch.onnx.stack_trace"
-NAME_SCOPES_KEY = "pkg.torch.onnx.name_scopes"
-CLASS_HIERARCHY_KEY = "pkg.torch.onnx.class_hierarchy"
-NAMESPACE_KEY = "namespace"
 
 MAX_VALUE_BYTES = 1 << 20
 """Largest metadata value accepted (1 MiB); larger ones are almost surely not provenance."""
 
-_FX_NAME = re.compile(r"^%(?P<name>[^\s:]+)\s*:")
-_FX_TARGET = re.compile(r"target=(?:torch\.ops\.)?(?P<target>[\w.:]+)")
+MAX_TABLE_BYTES = 1 << 28
+"""Largest sources table accepted, as stored and once inflated (256 MiB)."""
+
+MAX_INFLATE_RATIO = 100
+"""A compressed table may inflate to at most this many times its size (pooled strings
+compress about 5-10 times; a zip bomb about 1000 times) ..."""
+
+MIN_INFLATE_LIMIT = 1 << 24
+"""... or to 16 MiB, whichever is larger."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,9 +83,11 @@ class Source:
         module_path: qualified name of the module that ran it ('' for the root module).
         module_type: qualified class name of that module ('' when unknown).
         target: the ATen target, e.g. ``aten.transpose.int`` ('' when unknown).
-        file: file of the innermost stack frame (None when there is no trace).
-        line: line of the innermost stack frame.
-        stack_trace: the full stack trace ('' when none).
+        file: file of the innermost frame of the user's own code (frames of torch,
+            modelprov, the standard library and site-packages skipped; see
+            ``_stack_trace.user_frame``); None when there is no trace.
+        line: line of that frame.
+        stack_trace: the full stack trace ('' when none); ``frames()`` parses it.
         metadata: every original key/value pair of the source, unchanged.
     """
 
@@ -87,22 +101,32 @@ class Source:
     stack_trace: str
     metadata: Mapping[str, str]
 
+    def frames(self) -> list[_stack_trace.Frame]:
+        """The whole stack of this source, outermost frame first (first trace if merged)."""
+        traces = _stack_trace.split_merged_traces(self.stack_trace)
+        return _stack_trace.frames(traces[0]) if traces else []
+
     @classmethod
-    def from_metadata(cls, source_id: str, metadata: Mapping[str, str]) -> Source:
-        """Builds a source from one node's original metadata."""
+    def from_metadata(
+        cls,
+        source_id: str,
+        metadata: Mapping[str, str],
+        *,
+        user_code: _stack_trace.UserCode | None = None,
+    ) -> Source:
+        """Builds a source from one node's original metadata; ``user_code`` says which
+        files are the user's (default: outside torch, modelprov, stdlib, site-packages)."""
         fx_text = metadata.get(FX_NODE_KEY, "")
-        fx_match = _FX_NAME.match(fx_text)
-        target_match = _FX_TARGET.search(fx_text)
+        fx_name, target = fx_node_text_name(fx_text), fx_node_text_target(fx_text)
         scopes = _literal_list(metadata.get(NAME_SCOPES_KEY, ""))
         classes = _literal_list(metadata.get(CLASS_HIERARCHY_KEY, ""))
         trace = metadata.get(STACK_TRACE_KEY, "")
-        frame = _stack_trace.innermost_frame(trace) if trace else None
-        target = target_match["target"] if target_match else ""
+        frame = _stack_trace.user_frame(trace, user_code) if trace else None
         if not target and classes and classes[-1].startswith("aten."):
             target = classes[-1]
         return cls(
             id=source_id,
-            fx_node=fx_match["name"] if fx_match else "",
+            fx_node=fx_name,
             module_path=scopes[-2] if len(scopes) >= 2 else "",
             module_type=classes[-2] if len(classes) >= 2 else "",
             target=target,
@@ -141,8 +165,7 @@ def _parsed_literal_list(value: str) -> tuple[str, ...]:
 
 def fx_node_name(metadata: Mapping[str, str]) -> str:
     """The FX node name recorded in a node's metadata, or ''."""
-    match = _FX_NAME.match(metadata.get(FX_NODE_KEY, ""))
-    return match["name"] if match else ""
+    return fx_node_text_name(metadata.get(FX_NODE_KEY, ""))
 
 
 class SourceTable:
@@ -233,28 +256,35 @@ class SourceTable:
 
     @classmethod
     def loads(cls, text: str, *, where: str = "model") -> tuple[SourceTable, list[str]]:
-        """Parses the JSON form into the stored sources and the order of all source ids."""
-        try:
-            document = json.loads(text)
-        except ValueError as error:
-            raise MetadataError(f"{where}: {TABLE_KEY!r} is not valid JSON: {error}") from None
+        """Parses the JSON form into the stored sources and the order of all source ids.
+
+        Validates everything: types, the version (an int, exactly 1), string-pool indices
+        (in range, never negative), unique ids, and sizes (the text and the decompressed
+        payload at most :data:`MAX_TABLE_BYTES`). Raises MetadataError naming ``where``.
+        """
+        if not isinstance(text, str):
+            raise MetadataError(f"{where}: {TABLE_KEY!r} is not valid UTF-8 text")
+        if len(text) > MAX_TABLE_BYTES:
+            raise MetadataError(
+                f"{where}: {TABLE_KEY!r} holds {len(text)} characters (limit "
+                f"{MAX_TABLE_BYTES}); the table is corrupt or not modelprov's"
+            )
+        document = _json_document(text, where, "the sources table")
         if not isinstance(document, dict) or document.get("format") != TABLE_FORMAT:
             raise MetadataError(f"{where}: {TABLE_KEY!r} is not a modelprov sources table")
         version = document.get("version")
-        if version != TABLE_VERSION:
+        if type(version) is not int or version != TABLE_VERSION:
             raise MetadataError(
                 f"{where}: sources table version {version!r} is not supported by this "
                 f"modelprov (supports {TABLE_VERSION}); upgrade modelprov"
             )
         encoding = document.get("encoding", "json")
         if encoding == "zlib+base64":
-            try:
-                payload = zlib.decompress(base64.b64decode(document["payload"], validate=True))
-                document = json.loads(payload.decode("utf-8"))
-            except (KeyError, ValueError, zlib.error) as error:
-                raise MetadataError(
-                    f"{where}: sources table payload is corrupt ({error})"
-                ) from None
+            document = _json_document(
+                _inflate(document.get("payload"), where), where, "the sources table payload"
+            )
+            if not isinstance(document, dict):
+                raise MetadataError(f"{where}: the sources table payload is not a JSON object")
         elif encoding != "json":
             raise MetadataError(f"{where}: unknown sources table encoding {encoding!r}")
         strings = document.get("strings")
@@ -262,19 +292,77 @@ class SourceTable:
         order = document.get("order")
         if not isinstance(strings, list) or not isinstance(entries, list):
             raise MetadataError(f"{where}: sources table lacks 'strings' or 'sources'")
-        table = cls()
-        try:
-            for entry in entries:
-                metadata = {
-                    strings[item[0]]: "".join(strings[index] for index in item[1:])
-                    for item in entry["metadata"]
-                }
-                table.add(Source.from_metadata(str(entry["id"]), metadata))
-        except (KeyError, IndexError, TypeError) as error:
-            raise MetadataError(f"{where}: malformed sources table entry ({error!r})") from None
+        if not all(isinstance(item, str) for item in strings):
+            raise MetadataError(f"{where}: sources table 'strings' holds a non-string")
         if not isinstance(order, list) or not all(isinstance(item, str) for item in order):
-            order = [source.id for source in table]
+            raise MetadataError(f"{where}: sources table 'order' must be a list of source ids")
+        table = cls()
+        for position, entry in enumerate(entries):
+            source_id, metadata = _table_entry(
+                entry, strings, f"{where}: sources table entry {position}"
+            )
+            if source_id in table:
+                raise MetadataError(f"{where}: sources table holds source {source_id!r} twice")
+            table.add(Source.from_metadata(source_id, metadata))
         return table, order
+
+
+def _json_document(text: str, where: str, what: str) -> Any:
+    """JSON text parsed; MetadataError for bad JSON or nesting too deep to parse."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise MetadataError(f"{where}: {what} is nested too deeply; it is corrupt") from None
+    except ValueError as error:
+        raise MetadataError(f"{where}: {what} is not valid JSON: {error}") from None
+
+
+def _inflate(payload: object, where: str) -> str:
+    """The zlib+base64 payload as text, refusing more than MAX_TABLE_BYTES once inflated."""
+    if not isinstance(payload, str):
+        raise MetadataError(f"{where}: sources table payload is missing or not a string")
+    try:
+        packed = base64.b64decode(payload, validate=True)
+        limit = min(MAX_TABLE_BYTES, max(MIN_INFLATE_LIMIT, MAX_INFLATE_RATIO * len(packed)))
+        inflater = zlib.decompressobj()
+        data = inflater.decompress(packed, limit + 1)
+        if len(data) > limit or inflater.unconsumed_tail:
+            raise MetadataError(
+                f"{where}: sources table payload of {len(packed)} bytes inflates to more than "
+                f"{limit} bytes; refused as corrupt (modelprov's tables compress far less)"
+            )
+        if not inflater.eof:
+            raise MetadataError(f"{where}: sources table payload is truncated")
+        return data.decode("utf-8")
+    except (ValueError, zlib.error) as error:
+        raise MetadataError(f"{where}: sources table payload is corrupt ({error})") from None
+
+
+def _table_entry(entry: object, strings: list[str], where: str) -> tuple[str, dict[str, str]]:
+    """One checked ``{"id", "metadata": [[key, piece...]...]}`` entry of the table."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):
+        raise MetadataError(f"{where}: must be an object with a string 'id'")
+    items = entry.get("metadata")
+    if not isinstance(items, list):
+        raise MetadataError(f"{where} ({entry['id']!r}): 'metadata' must be a list")
+    count = len(strings)
+    metadata: dict[str, str] = {}
+    for item in items:
+        if (
+            not isinstance(item, list)
+            or not item
+            or not all(type(index) is int and 0 <= index < count for index in item)
+        ):
+            raise MetadataError(
+                f"{where} ({entry['id']!r}): metadata entry {str(item)[:60]!r} must list "
+                f"string-pool indices in 0..{count - 1}"
+            )
+        key = strings[item[0]]
+        value = "".join(strings[index] for index in item[1:])
+        if key in metadata:
+            raise MetadataError(f"{where} ({entry['id']!r}): key {key!r} appears twice")
+        metadata[key] = value
+    return entry["id"], metadata
 
 
 def check_text(metadata: Mapping[Any, Any], *, where: str) -> None:
@@ -292,6 +380,21 @@ def check_text(metadata: Mapping[Any, Any], *, where: str) -> None:
                 f"({value!r:.60}); fix it or run modelprov recover, which repairs "
                 "invalid metadata"
             )
+
+
+def node_label(name: str | None, op_type: str, position: int) -> str:
+    """How source ids and messages name a node: its name, or ``<op_type>@<position>`` (its
+    index in graph order, subgraphs after their parent) when it has none."""
+    return name or f"{op_type}@{position}"
+
+
+def carries_source(label: str, metadata: Mapping[str, str], source: Source) -> bool:
+    """True when a node's own metadata holds ``source`` verbatim and identifies it, so the
+    node needs neither ``modelprov.sources`` nor a table entry for it."""
+    return (
+        original_metadata(metadata) == dict(source.metadata)
+        and own_source_id(label, metadata) == source.id
+    )
 
 
 def own_source_id(label: str, metadata: Mapping[str, str]) -> str:
@@ -367,8 +470,8 @@ def dump_ids(ids: Sequence[str]) -> str:
 def parse_ids(value: str, *, where: str) -> list[str]:
     """Parses a node-level ``modelprov.sources`` value."""
     try:
-        parsed = json.loads(value)
-    except ValueError:
+        parsed = json.loads(value) if isinstance(value, str) else None
+    except (ValueError, RecursionError):
         parsed = None
     if not isinstance(parsed, list) or not all(isinstance(item, str) for item in parsed):
         raise MetadataError(f"{where}: {NODE_SOURCES_KEY!r} must be a JSON array of source ids")

@@ -93,3 +93,85 @@ def test_invalid_utf8_and_oversized_values_are_named() -> None:
         collect_sources({}, [("n0", {"k": b"\xff\xfe"})])  # type: ignore[dict-item]
     with pytest.raises(MetadataError, match="node 'n0'.*'big' holds 10485760 bytes"):
         collect_sources({}, [("n0", {"big": "x" * (10 << 20)})])
+
+
+def _table(**fields: object) -> str:
+    return json.dumps({"format": "modelprov.sources", "version": 1, "encoding": "json", **fields})
+
+
+def _packed(body: bytes) -> str:
+    import base64
+    import zlib
+
+    payload = base64.b64encode(zlib.compress(body, 9)).decode()
+    return json.dumps(
+        {"format": "modelprov.sources", "version": 1, "encoding": "zlib+base64", "payload": payload}
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('{"format": "modelprov.sources", "version": true}', "version True"),
+        ('{"format": "modelprov.sources", "version": 1.0}', "version 1.0"),
+        ('{"format": "modelprov.sources", "version": "1"}', "version '1'"),
+        (
+            '{"format": "modelprov.sources", "version": 1, "encoding": "zlib+base64", '
+            '"payload": 7}',
+            "payload is missing or not a string",
+        ),
+        (_packed(b"[1, 2]"), "payload is not a JSON object"),
+        (_packed(b"[" * 100_000 + b"]" * 100_000), "nested too deeply"),
+        (_packed(b" " * (20 << 20)), "inflates to more than"),
+        ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+        (_table(order=[], strings=["k", 5], sources=[]), "'strings' holds a non-string"),
+        (_table(order=[1], strings=[], sources=[]), "'order' must be a list"),
+        (_table(strings=[], sources=[]), "'order' must be a list"),
+        (_table(order=[], strings=["k"], sources=[7]), "entry 0: must be an object"),
+        (_table(order=[], strings=["k"], sources=[{"id": 3, "metadata": []}]), "string 'id'"),
+        (
+            _table(order=["a"], strings=["k", "v"], sources=[{"id": "a", "metadata": [[0, -1]]}]),
+            "indices in 0..1",
+        ),
+        (
+            _table(order=["a"], strings=["k", "v"], sources=[{"id": "a", "metadata": [[0, 2]]}]),
+            "indices in 0..1",
+        ),
+        (
+            _table(order=["a"], strings=["k", "v"], sources=[{"id": "a", "metadata": [[0, True]]}]),
+            "indices in 0..1",
+        ),
+        (
+            _table(order=["a"], strings=["k"], sources=[{"id": "a", "metadata": [[]]}]),
+            "indices in 0..0",
+        ),
+        (
+            _table(order=["a"], strings=["k", "v"], sources=[{"id": "a", "metadata": "x"}]),
+            "'metadata' must be a list",
+        ),
+        (
+            _table(
+                order=["a"],
+                strings=["k", "v"],
+                sources=[{"id": "a", "metadata": [[0, 1], [0, 1]]}],
+            ),
+            "'k' appears twice",
+        ),
+        (
+            _table(
+                order=["a"],
+                strings=["k", "v"],
+                sources=[{"id": "a", "metadata": []}, {"id": "a", "metadata": []}],
+            ),
+            "source 'a' twice",
+        ),
+    ],
+)
+def test_malformed_tables_are_rejected_with_a_reason(text: str, message: str) -> None:
+    with pytest.raises(MetadataError, match=message):
+        SourceTable.loads(text, where="m.onnx")
+
+
+def test_table_text_that_is_not_utf8_is_rejected() -> None:
+    with pytest.raises(MetadataError, match="not valid UTF-8"):
+        SourceTable.loads(b"\xff{}", where="m.onnx")  # type: ignore[arg-type]

@@ -17,20 +17,28 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import importlib.util
 import os
 import re
-from collections.abc import Iterable, Sequence
+import sysconfig
+from collections.abc import Callable, Iterable, Sequence
 
 __all__ = [
     "Frame",
     "TraceOptions",
+    "UserCode",
+    "display_path",
     "format_merged_traces",
     "frames",
     "innermost_frame",
     "rewrite_paths",
     "split_chunks",
     "split_merged_traces",
+    "user_frame",
 ]
+
+UserCode = Sequence[str] | Callable[[str], bool]
+"""Which files are the user's own code: folders (roots) or a predicate on a file path."""
 
 _FRAME_START = re.compile(r'^\s*File "(?P<file>[^"]*)", line (?P<line>\d+)(?:, in (?P<func>.*))?$')
 _MERGED_HEADER = re.compile(
@@ -60,11 +68,16 @@ class TraceOptions:
         strip_paths: keep only each file's base name (wins over ``root``).
         max_bytes: per-node budget for a merged ``stack_trace`` value; beyond it whole
             traces are elided with a visible marker. The sources table stays complete.
+        user_code: which frames are the user's own code, as folders (roots) or a predicate
+            on a file path; ``Source.file``/``line`` and StableHLO's ``modelprov.stack``
+            name the innermost such frame. ``None``: every file outside torch, modelprov,
+            the standard library and site-packages (see ``user_frame``).
     """
 
     root: str | None = None
     strip_paths: bool = False
     max_bytes: int | None = None
+    user_code: UserCode | None = None
 
     def __post_init__(self) -> None:
         if self.max_bytes is not None and self.max_bytes < 256:
@@ -105,6 +118,125 @@ def innermost_frame(trace: str) -> Frame | None:
     return parsed[-1] if parsed else None
 
 
+def _package_folder(name: str) -> str | None:
+    """The folder of an installed top-level package, found without importing it."""
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return os.path.abspath(next(iter(spec.submodule_search_locations)))
+
+
+@functools.cache
+def _library_folders() -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """Absolute folders of (torch; the standard library; site-packages)."""
+    paths = sysconfig.get_paths()
+    stdlib = [paths.get("stdlib"), paths.get("platstdlib")]
+    site = [paths.get("purelib"), paths.get("platlib")]
+
+    def absolute(folders: Iterable[str | None]) -> tuple[str, ...]:
+        return tuple(sorted({os.path.abspath(p) for p in folders if p}))
+
+    return absolute([_package_folder("torch")]), absolute(stdlib), absolute(site)
+
+
+@functools.cache
+def _own_folder() -> tuple[str, ...]:
+    """modelprov's own folder."""
+    folder = _package_folder("modelprov")
+    return (folder,) if folder else ()
+
+
+def _under(path: str, folders: Iterable[str]) -> bool:
+    return any(
+        path == folder or path.startswith(folder.rstrip(os.sep) + os.sep) for folder in folders
+    )
+
+
+_SITE_PACKAGES = re.compile(r"[\\/](?:site|dist)-packages[\\/]")
+
+
+def _is_core_library(path: str) -> bool:
+    """torch, the standard library and ``<frozen ...>``-style pseudo files."""
+    if path.startswith("<"):
+        return True
+    if not os.path.isabs(path):
+        return False
+    absolute = os.path.abspath(path)
+    torch_folder, stdlib, site = _library_folders()
+    if _under(absolute, torch_folder):
+        return True
+    # A virtualenv's stdlib folder holds its site-packages: those are no standard library.
+    return _under(absolute, stdlib) and not (_SITE_PACKAGES.search(path) or _under(absolute, site))
+
+
+def _is_library(path: str) -> bool:
+    """Core libraries, modelprov and anything installed (site-packages, dist-packages)."""
+    if _is_core_library(path) or _SITE_PACKAGES.search(path):
+        return True
+    _, _, site = _library_folders()
+    return os.path.isabs(path) and _under(os.path.abspath(path), _own_folder() + site)
+
+
+def _user_predicate(user_code: UserCode | None) -> Callable[[str], bool]:
+    if user_code is None:
+        return lambda path: not _is_library(path)
+    if callable(user_code):
+        return user_code
+    if isinstance(user_code, str):
+        raise TypeError("user_code takes a sequence of folders or a predicate, not one string")
+    roots = tuple(os.path.abspath(root) for root in user_code)
+    return lambda path: _under(os.path.abspath(path), roots)
+
+
+def user_frame(trace: str | Sequence[Frame], user_code: UserCode | None = None) -> Frame | None:
+    """The innermost frame of the user's own code: where the user's model made the operation.
+
+    ``trace`` is a stack trace (plain or merged: its first trace counts) or parsed frames,
+    outermost first. By default frames of torch, modelprov, the standard library and
+    site-packages are skipped, so a ``nn.Linear`` call points at the line calling it, not
+    at ``torch/nn/modules/linear.py``. ``user_code`` (folders or a predicate on the file
+    path) says instead which files are the user's. When no frame is the user's, the
+    innermost frame outside torch and the standard library is taken (e.g.
+    ``transformers``' modelling code), and failing that the innermost frame.
+    """
+    if isinstance(trace, str):
+        traces = split_merged_traces(trace)
+        parsed = frames(traces[0]) if traces else []
+    else:
+        parsed = list(trace)
+    if not parsed:
+        return None
+    is_user = _user_predicate(user_code)
+    for frame in reversed(parsed):
+        if is_user(frame.file):
+            return frame
+    for frame in reversed(parsed):
+        if not _is_core_library(frame.file):
+            return frame
+    return parsed[-1]
+
+
+def display_path(path: str, root: str | None = None) -> str:
+    """A file path shortened for display: relative to ``root`` (default: the current
+    folder) when inside it, ``<site-packages>/…`` for installed packages, else unchanged."""
+    if not os.path.isabs(path):
+        return path
+    folder = os.path.abspath(root if root is not None else os.getcwd())
+    if _under(path, [folder]) and folder != os.sep:
+        return os.path.relpath(path, folder)
+    match = _SITE_PACKAGES.search(path)
+    if match:
+        return "<site-packages>/" + path[match.end() :]
+    _, _, site = _library_folders()
+    for folder in site:
+        if _under(path, [folder]):
+            return "<site-packages>/" + os.path.relpath(path, folder)
+    return path
+
+
 def split_chunks(trace: str) -> list[str]:
     """Splits a value into substrings at frame starts; ``"".join`` gives it back exactly."""
     return list(_chunks(trace))
@@ -122,27 +254,60 @@ def _chunks(trace: str) -> tuple[str, ...]:
 
 
 def split_merged_traces(value: str) -> list[str]:
-    """The distinct traces a value holds: one for a plain trace, all for a merged one."""
+    """The distinct traces a value holds: one for a plain trace, all for a merged one.
+
+    A value is read as merged only when it has exactly the merged form (a header, its
+    shared lines, then sections ``trace 1 of N`` .. ``trace N of N``, or fewer followed by
+    the elision marker); anything else, e.g. a user's trace that happens to start with a
+    header-like line, is one plain trace, kept whole.
+    """
     lines = value.split("\n")
     header = _MERGED_HEADER.match(lines[0]) if lines else None
     if header is None:
         return [value] if value else []
-    shared_count = int(header["shared"])
+    parsed = _parse_merged(lines, int(header["count"]), int(header["shared"]))
+    return [value] if parsed is None else parsed
+
+
+def _parse_merged(lines: list[str], count: int, shared_count: int) -> list[str] | None:
+    """The traces of a merged value, or None when ``lines`` are not exactly that form."""
+    if count < 1 or shared_count > len(lines) - 2:
+        return None
     shared = lines[1 : 1 + shared_count]
-    traces: list[str] = []
-    current: list[str] | None = None
+    sections: list[list[str]] = []
+    elided = False
     for line in lines[1 + shared_count :]:
-        if _TRACE_HEADER.match(line):
-            if current is not None:
-                traces.append("\n".join(shared + current))
-            current = []
+        if elided:
+            return None
+        section = _TRACE_HEADER.match(line)
+        if section is not None:
+            if int(section["count"]) != count or int(section["index"]) != len(sections) + 1:
+                return None
+            sections.append([])
         elif _ELIDED.match(line):
-            continue
-        elif current is not None:
-            current.append(line)
-    if current is not None:
-        traces.append("\n".join(shared + current))
-    return traces
+            elided = True
+        elif sections:
+            sections[-1].append(line)
+        else:
+            return None
+    if not sections or len(sections) > count or (len(sections) < count and not elided):
+        return None
+    return ["\n".join(_unescape(shared + section)) for section in sections]
+
+
+_HEADER_LIKE = re.compile(r"^\\*\[modelprov:")
+
+
+def _escape(lines: Iterable[str]) -> list[str]:
+    """Lines of a trace as written inside the merged form: a line that could be taken for
+    one of its headers gets one more leading backslash (removed again when parsed)."""
+    return ["\\" + line if _HEADER_LIKE.match(line) else line for line in lines]
+
+
+def _unescape(lines: Iterable[str]) -> list[str]:
+    return [
+        line[1:] if line.startswith("\\") and _HEADER_LIKE.match(line) else line for line in lines
+    ]
 
 
 def _shared_frame_lines(traces: Sequence[Sequence[list[str]]]) -> int:
@@ -170,14 +335,16 @@ def format_merged_traces(traces: Iterable[str], *, max_bytes: int | None = None)
             if trace not in seen:
                 seen.add(trace)
                 distinct.append(trace)
-    if len(distinct) <= 1:
+    # One trace is written verbatim, unless it would read back as several (it has the
+    # merged form once its escapes are removed): then as a merged value of one trace.
+    if len(distinct) <= 1 and not (distinct and distinct[0] and _misread(distinct[0])):
         single = distinct[0] if distinct else ""
         if max_bytes is None or len(single.encode()) <= max_bytes:
             return single
         return _elide_frames(single, max_bytes)
     grouped = [_frame_groups(trace.split("\n")) for trace in distinct]
     shared_lines = _shared_frame_lines(grouped)
-    all_lines = [trace.split("\n") for trace in distinct]
+    all_lines = [_escape(trace.split("\n")) for trace in distinct]
     out = [f"[modelprov: {len(distinct)} stack traces; {shared_lines} shared lines]"]
     out.extend(all_lines[0][:shared_lines])
     sections = [
@@ -188,6 +355,10 @@ def format_merged_traces(traces: Iterable[str], *, max_bytes: int | None = None)
     if max_bytes is None or len(text.encode()) <= max_bytes:
         return text
     return _elide(out, sections, max_bytes)
+
+
+def _misread(trace: str) -> bool:
+    return split_merged_traces(trace) != [trace]
 
 
 def _elide(head: list[str], sections: list[str], max_bytes: int) -> str:

@@ -1,7 +1,11 @@
 """The ``modelprov`` command line: thin over the Python API.
 
-Exit codes: 0 ok, 1 a check failed (``--fail-under``), 2 usage or input error. Reports go
-to stdout, errors and progress to stderr; progress spinners only when stderr is a terminal.
+Exit codes (:class:`modelprov.errors.ExitCode`): 0 ok, 1 a check failed (``--fail-under``),
+2 usage or input error, 3 an output cannot be written, 4 StableHLO lowering failed, 5 an
+optional dependency is missing, 70 internal error, 130 interrupted (Ctrl-C, SIGTERM), 141
+stdout closed early. Errors are one line on stderr (``--debug`` adds the traceback). Reports
+go to stdout; errors, progress and each command's one summary line go to stderr (a spinner on
+a terminal, rate-limited lines otherwise; ``-q`` silences progress and summaries).
 """
 
 from __future__ import annotations
@@ -11,12 +15,16 @@ import contextlib
 import importlib
 import json
 import logging
+import math
 import os
+import signal
 import sys
+import traceback
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from modelprov import _progress
 from modelprov._gc import gc_paused
 from modelprov._io import (
     check_output,
@@ -25,36 +33,49 @@ from modelprov._io import (
     model_from_proto,
     save_model,
 )
-from modelprov.errors import ModelprovError
+from modelprov.errors import ExitCode, ModelprovError, UsageError
+from modelprov.keys import CONFIDENCE_KEY
 
 if TYPE_CHECKING:
     import onnx_ir as ir
 
-__all__ = ["build_parser", "main"]
+__all__ = ["ExitCode", "UsageError", "build_parser", "main"]
 
-EXIT_OK = 0
-EXIT_CHECK_FAILED = 1
-EXIT_USAGE = 2
+EXIT_OK = ExitCode.OK
+EXIT_CHECK_FAILED = ExitCode.CHECK_FAILED
+EXIT_USAGE = ExitCode.BAD_INPUT
 
 
-class UsageError(ModelprovError):
-    """A command-line argument is wrong (exit code 2)."""
+class _ArgumentParser(argparse.ArgumentParser):
+    """argparse with one-line errors: ``modelprov: error: ...`` and exit code 2."""
+
+    def error(self, message: str) -> Any:  # type: ignore[override]
+        raise UsageError(f"{self.prog}: {message} (see {self.prog} --help)")
 
 
 @contextlib.contextmanager
 def _status(message: str) -> Iterator[None]:
-    """A spinner on stderr while work runs, only when stderr is a terminal."""
-    if not sys.stderr.isatty():
-        yield
-        return
-    from rich.console import Console
-
-    with Console(stderr=True).status(message):
+    """Progress on stderr while a step runs: a spinner on a terminal, else rate-limited lines."""
+    with _progress.status(message):
         yield
 
 
-def _print_json(document: Mapping[str, Any]) -> None:
-    print(json.dumps(document, indent=2, ensure_ascii=False))
+def _model_summary(model: ir.Model) -> str:
+    """``N nodes, P% with sources`` for a summary line."""
+    from modelprov.onnx._export_report import provenance_counts
+
+    counts = provenance_counts(model)
+    share = counts.nodes_with_sources / counts.nodes if counts.nodes else 1.0
+    return f"{counts.nodes} nodes, {share:.0%} with sources"
+
+
+def _fx_recall(before: ir.Model, after: ir.Model) -> str:
+    """``FX-node recall R (k/n)`` of ``after`` against ``before``, for a summary line."""
+    from modelprov.onnx._export_report import provenance_counts
+
+    old, new = provenance_counts(before).fx_nodes, provenance_counts(after).fx_nodes
+    kept = len(old & new)
+    return f"FX-node recall {kept / len(old) if old else 1.0:.3f} ({kept}/{len(old)})"
 
 
 # --- graph commands -------------------------------------------------------------------------
@@ -68,17 +89,22 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
     output = check_output(args.output, [args.model], in_place=args.in_place)
     with _status(f"loading {args.model}"):
         proto = load_model_proto(args.model, load_weights=True)
-        model = ir.from_proto(proto)
+        model = model_from_proto(proto, args.model)
     optimize_pass = OptimizeProvenancePass(per_pass=bool(args.report or args.json))
     with _status("optimizing"):
-        optimize_pass(model)
+        result = optimize_pass(model)
     with _status(f"writing {output}"):
         save_model(model, output)
+    before = ir.from_proto(proto)
     if args.report or args.json:
         from modelprov.audit import optimize_report
 
-        report = optimize_report(ir.from_proto(proto), model, optimize_pass.steps)
+        report = optimize_report(before, model, result.steps)
         print(report.to_json_text() if args.json else report.to_text())
+    _progress.summary(
+        f"wrote {output}: {len(list(before.graph))} -> {_model_summary(model)}, "
+        f"{_fx_recall(before, model)}"
+    )
     return EXIT_OK
 
 
@@ -92,11 +118,20 @@ def _cmd_recover(args: argparse.Namespace) -> int:
     from modelprov.onnx._recover import recover
 
     with _status("recovering provenance"):
-        result = recover(original, optimized)
+        result = recover(original, optimized, force=args.force)
     with _status(f"writing {output}"):
         if not isinstance(result, ir.Model):
             result = model_from_proto(result, args.optimized)
         save_model(result, output)
+    levels: dict[str, int] = {}
+    for node in result.graph.all_nodes():
+        level = node.metadata_props.get(CONFIDENCE_KEY)
+        if level:
+            levels[level] = levels.get(level, 0) + 1
+    how_sure = ", ".join(f"{count} {level}" for level, count in sorted(levels.items()))
+    _progress.summary(
+        f"wrote {output}: {_model_summary(result)}" + (f" ({how_sure})" if how_sure else "")
+    )
     return EXIT_OK
 
 
@@ -107,10 +142,15 @@ def _rewrite_model(
     output = check_output(args.output, [args.model], in_place=args.in_place)
     with _status(f"loading {args.model}"):
         model = load_model(args.model)
+    before = (len(list(model.graph)), len(model.functions))
     with _status(doing):
         result = transform(model)
     with _status(f"writing {output}"):
         save_model(result, output)
+    after = (len(list(result.graph)), len(result.functions))
+    _progress.summary(
+        f"wrote {output}: {before[0]} -> {after[0]} nodes, {before[1]} -> {after[1]} functions"
+    )
     return EXIT_OK
 
 
@@ -184,10 +224,19 @@ def _load_factory(spec: str) -> Callable[[], Any]:
     return factory  # type: ignore[no-any-return]
 
 
+def _call_factory(spec: str) -> Any:
+    """Imports and calls MODULE:FACTORY; whatever it raises becomes a one-line UsageError."""
+    factory = _load_factory(spec)
+    try:
+        return factory()
+    except Exception as error:
+        raise UsageError(f"{spec}: the factory raised {_one_line(error)}") from error
+
+
 def _model_and_inputs(spec: str) -> tuple[Any, tuple[Any, ...], dict[str, Any]]:
     import torch
 
-    made = _load_factory(spec)()
+    made = _call_factory(spec)
     if not isinstance(made, tuple) or len(made) not in (2, 3):
         raise UsageError(
             f"{spec} returned {type(made).__name__}; it must return (model, args) or "
@@ -205,13 +254,39 @@ def _read_annotations(path: str) -> dict[str, dict[str, Any]]:
     try:
         with open(path, encoding="utf-8") as stream:
             document = json.load(stream)
-    except (OSError, ValueError) as error:
-        raise UsageError(f"{path}: cannot read annotations: {error}") from None
+    except (OSError, ValueError, RecursionError) as error:
+        reason = "nested too deeply" if isinstance(error, RecursionError) else error
+        raise UsageError(f"{path}: cannot read annotations: {reason}") from None
     if not isinstance(document, dict) or not all(isinstance(v, dict) for v in document.values()):
         raise UsageError(
             f"{path}: annotations must be a JSON object {{module_path: {{key: value}}}}"
         )
     return document
+
+
+def _calibration_batches(
+    args: argparse.Namespace, example: tuple[Any, ...], kwargs: Mapping[str, Any]
+) -> list[Any]:
+    """``--batches FACTORY``'s batches (at most ``--calibrate N`` of them), else N random
+    batches like the example inputs (tensors random, other arguments kept as constants)."""
+    if args.batches:
+        made = _call_factory(args.batches)
+        if isinstance(made, str | bytes) or not hasattr(made, "__iter__"):
+            raise UsageError(
+                f"{args.batches} returned {type(made).__name__}; it must return an iterable "
+                "of batches (tensors, tuples, dicts)"
+            )
+        batches: list[Any] = []
+        for batch in made:
+            if args.calibrate and len(batches) >= args.calibrate:
+                break
+            batches.append(batch)
+        if not batches:
+            raise UsageError(f"{args.batches} returned no batches")
+        return batches
+    from modelprov.annotation._random_batches import random_batches
+
+    return list(random_batches(args.calibrate, example, kwargs))
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
@@ -224,21 +299,25 @@ def _cmd_export(args: argparse.Namespace) -> int:
     outputs = [path for path in (args.onnx, args.stablehlo) if path is not None]
     for path in outputs:
         check_output(path, [args.annotations] if args.annotations else [])
+    if args.quantize is not None:
+        if args.onnx is None:
+            raise UsageError("--quantize needs --onnx OUT.onnx (the float model it quantizes)")
+        args.quantize = args.quantize or _quantized_name(args.onnx)
+        check_output(args.quantize, [args.onnx])
     annotations: dict[str, dict[str, Any]] = {}
+    batches: list[Any] = []
     with _status(f"building {args.factory}"):
         model, example, kwargs = _model_and_inputs(args.factory)
-    if args.calibrate:
-        with _status(f"calibrating on {args.calibrate} random batches"):
-            from modelprov.annotation._random_batches import random_batches
-
-            batches = random_batches(args.calibrate, example, kwargs)
+    if args.calibrate or args.batches:
+        batches = _calibration_batches(args, example, kwargs)
+        with _status(f"calibrating on {len(batches)} batches"):
             annotations = modelprov.calibrate(model, batches)
     if args.annotations:
         for path, keys in _read_annotations(args.annotations).items():
             annotations.setdefault(path, {}).update(keys)
     if args.onnx is not None:
-        with _status(f"exporting {args.onnx}"):
-            modelprov.export(
+        with _status(f"exporting {args.onnx}"), _user_model_errors(args.factory, "export"):
+            onnx_program = modelprov.export(
                 model,
                 example,
                 args.onnx,
@@ -247,13 +326,47 @@ def _cmd_export(args: argparse.Namespace) -> int:
                 optimize=not args.no_optimize,
                 verbose=args.verbose,
             )
+        ranges = f", ranges of {len(annotations)} modules" if annotations else ""
+        _progress.summary(f"wrote {args.onnx}: {_model_summary(onnx_program.model)}{ranges}")
+    if args.quantize is not None:
+        _export_quantized(args, batches or None)
     if args.stablehlo is not None:
         with _status(f"lowering to StableHLO {args.stablehlo}"):
             program = modelprov.export_stablehlo(
                 model, example, kwargs or None, annotations=annotations or None
             )
             program.save(args.stablehlo)
+        _progress.summary(
+            f"wrote {args.stablehlo}: {len(program.ops)} ops, "
+            f"{program.coverage:.0%} name their FX node"
+        )
     return EXIT_OK
+
+
+@contextlib.contextmanager
+def _user_model_errors(spec: str, doing: str) -> Iterator[None]:
+    """Failures of torch on the user's model become one-line usage errors naming it."""
+    try:
+        yield
+    except (ModelprovError, KeyboardInterrupt):
+        raise
+    except Exception as error:
+        raise UsageError(f"{spec}: {doing} failed: {_one_line(error)}") from error
+
+
+def _quantized_name(path: str) -> str:
+    stem, extension = os.path.splitext(path)
+    return f"{stem}.quant{extension or '.onnx'}"
+
+
+def _export_quantized(args: argparse.Namespace, batches: list[Any] | None) -> None:
+    """Quantizes the exported --onnx model into --quantize (ranges from --calibrate)."""
+    from modelprov.onnx._quantize import quantize
+
+    with _status(f"quantizing {args.onnx} into {args.quantize}"):
+        float_model = load_model(args.onnx, load_weights=True)
+        result = quantize(float_model, calibration_batches=batches, **_quantize_options(args))
+        save_model(result, args.quantize)
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -262,6 +375,122 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     folder = run_demo(sys.stdout, folder=args.output_dir)
     print(f"demo models written to {folder}")
     return EXIT_OK
+
+
+# --- quantize -------------------------------------------------------------------------------
+
+
+def _read_ranges(path: str) -> dict[str, Any]:
+    try:
+        with open(path, encoding="utf-8") as stream:
+            document = json.load(stream)
+    except (OSError, ValueError) as error:
+        raise UsageError(f"{path}: cannot read ranges: {error}") from None
+    if not isinstance(document, dict):
+        raise UsageError(
+            f"{path}: ranges must be a JSON object {{tensor or module path: [min, max]}}"
+        )
+    return document
+
+
+def _read_batches(paths: Sequence[str]) -> list[dict[str, Any]]:
+    """One calibration batch per .npz file, arrays by graph input name (never unpickled)."""
+    import numpy as np
+
+    batches: list[dict[str, Any]] = []
+    for path in paths:
+        try:
+            with np.load(path, allow_pickle=False) as arrays:
+                batches.append({name: arrays[name] for name in arrays.files})
+        except (OSError, ValueError) as error:
+            raise UsageError(
+                f"{path}: cannot read a calibration batch ({error}); give .npz files with "
+                "one array per graph input, named like the input (numpy.savez)"
+            ) from None
+    return batches
+
+
+def _quantize_options(args: argparse.Namespace) -> dict[str, Any]:
+    return {
+        "format": args.format,
+        "activation_type": args.activation_type,
+        "weight_type": args.weight_type,
+        "per_channel": args.per_channel,
+    }
+
+
+def _report_quantized(model: ir.Model, as_json: bool) -> None:
+    from modelprov.onnx._quant_params import quantized_tensors, table_json, table_text
+
+    tensors = quantized_tensors(model)
+    print(table_json(tensors) if as_json else table_text(tensors))
+
+
+def _cmd_quantize(args: argparse.Namespace) -> int:
+    from modelprov.onnx._quantize import quantize
+
+    output = check_output(args.output, [args.model], in_place=args.in_place)
+    ranges = _read_ranges(args.ranges) if args.ranges else None
+    batches = _read_batches(args.calibrate_from) if args.calibrate_from else None
+    with _status(f"loading {args.model}"):
+        model = model_from_proto(load_model_proto(args.model, load_weights=True), args.model)
+    with _status("quantizing with onnxruntime"):
+        result = quantize(
+            model, ranges=ranges, calibration_batches=batches, **_quantize_options(args)
+        )
+    with _status(f"writing {output}"):
+        save_model(result, output)
+    _report_quantized(result, args.json)
+    return EXIT_OK
+
+
+def _add_quantize_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--format",
+        choices=("qdq", "qoperator"),
+        default="qdq",
+        help="QuantizeLinear/DequantizeLinear pairs (qdq, the default) or QLinear ops",
+    )
+    for role in ("activation", "weight"):
+        parser.add_argument(
+            f"--{role}-type",
+            choices=("int8", "uint8", "int16", "uint16"),
+            default="int8",
+            help=f"integer type of the {role}s (default int8, as onnxruntime)",
+        )
+    parser.add_argument(
+        "--per-channel", action="store_true", help="one weight scale per output channel"
+    )
+
+
+def _add_quantize_command(commands: Any) -> None:
+    quantize = commands.add_parser(
+        "quantize",
+        help="quantize with onnxruntime, scales from the model's calibrated ranges",
+        description="modelprov.quantize on a file: onnxruntime.quantization.quantize_static "
+        "with each activation's range from its custom.min/custom.max (modelprov export "
+        "--calibrate) or --ranges; tensors without a range are calibrated by onnxruntime "
+        "from --calibrate-from. Every node of the result keeps its sources. Prints each "
+        "quantized tensor's range, scale and zero point.",
+    )
+    quantize.add_argument("model", metavar="MODEL.onnx", help="the float model (not modified)")
+    _add_output(quantize)
+    quantize.add_argument(
+        "--calibrate-from",
+        nargs="+",
+        metavar="BATCH.npz",
+        help="calibration batches for tensors without a range: one .npz per batch, one "
+        "array per graph input, named like the input",
+    )
+    quantize.add_argument(
+        "--ranges",
+        metavar="FILE.json",
+        help="ranges by tensor name or module path, JSON {name: [min, max]}; win over the "
+        "model's custom.min/custom.max",
+    )
+    _add_quantize_options(quantize)
+    quantize.add_argument("--json", action="store_true", help="print the table as JSON")
+    quantize.set_defaults(run=_cmd_quantize)
 
 
 # --- the parser -----------------------------------------------------------------------------
@@ -286,9 +515,10 @@ def _add_output(parser: argparse.ArgumentParser) -> None:
 def _cmd_report(args: argparse.Namespace) -> int:
     from modelprov.report import write_report
 
-    check_output(args.output, [args.model], in_place=False)
-    path = write_report(args.model, args.output, before=args.before)
-    print(f"report written to {path}")
+    check_output(args.output, [args.model, *([args.before] if args.before else [])])
+    with _status(f"writing the report {args.output}"):
+        path = write_report(args.model, args.output, before=args.before)
+    _progress.summary(f"wrote {path}: open it in a browser (it loads nothing)")
     return EXIT_OK
 
 
@@ -296,19 +526,62 @@ def _cmd_overlay(args: argparse.Namespace) -> int:
     from modelprov.report import write_overlay
 
     check_output(args.output, [args.model], in_place=False)
-    path = write_overlay(args.model, args.output, key=args.key, coverage=args.coverage)
-    print(f"Model Explorer node data written to {path}")
+    with _status(f"writing node data {args.output}"):
+        path = write_overlay(args.model, args.output, key=args.key, coverage=args.coverage)
+    _progress.summary(f"wrote {path}: Model Explorer node data")
     return EXIT_OK
+
+
+def _version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("modelprov")
+    except metadata.PackageNotFoundError:
+        import modelprov
+
+        return str(modelprov.__version__)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not positive; give 1 or more")
+    return value
+
+
+def _recall(text: str) -> float:
+    """A recall threshold: a number in [0, 1] (nan and out-of-range values refused)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if math.isnan(value) or not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{value} is not a recall; give a number in 0..1")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``modelprov`` command."""
-    parser = argparse.ArgumentParser(
+    parser = _ArgumentParser(
         prog="modelprov",
         description="Keep every operation's provenance through ONNX export and optimization. "
         "Exit codes: 0 ok, 1 a check failed, 2 usage or input error.",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress details")
+    parser.add_argument(
+        "--debug", action="store_true", help="print the traceback of an error (for bug reports)"
+    )
+    parser.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="print no progress and no summary line (reports and errors still print)",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     export = commands.add_parser(
@@ -327,10 +600,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     export.add_argument(
         "--calibrate",
-        type=int,
+        type=_positive_int,
         metavar="N",
         help="run N random batches shaped like the example inputs through modelprov.calibrate "
-        "and attach the per-module output ranges (custom.min, custom.max)",
+        "and attach the per-module output ranges (custom.min, custom.max); tensors get random "
+        "values of their shape and dtype, other arguments (use_cache=False) stay as given",
+    )
+    export.add_argument(
+        "--batches",
+        metavar="MODULE:FACTORY",
+        help="calibrate on the batches this callable returns (an iterable of tensors, tuples "
+        "or dicts) instead of random ones; --calibrate N then caps their number",
     )
     export.add_argument(
         "--annotations",
@@ -342,6 +622,15 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="skip optimization (torch.onnx.export(optimize=False) plus annotations)",
     )
+    export.add_argument(
+        "--quantize",
+        nargs="?",
+        const="",
+        metavar="QUANT.onnx",
+        help="also quantize the ONNX model with modelprov.quantize (ranges from --calibrate; "
+        "its batches calibrate the graph inputs) into QUANT.onnx (default OUT.quant.onnx)",
+    )
+    _add_quantize_options(export)
     export.set_defaults(run=_cmd_export)
 
     optimize = commands.add_parser(
@@ -369,6 +658,12 @@ def build_parser() -> argparse.ArgumentParser:
     recover.add_argument("original", metavar="ORIGINAL.onnx", help="the model before the tool")
     recover.add_argument("optimized", metavar="OPTIMIZED.onnx", help="the tool's output")
     _add_output(recover)
+    recover.add_argument(
+        "--force",
+        action="store_true",
+        help="recover even when OPTIMIZED does not look made from ORIGINAL (different "
+        "interface, op kinds or size)",
+    )
     recover.set_defaults(run=_cmd_recover)
 
     functionize = commands.add_parser(
@@ -418,7 +713,7 @@ def build_parser() -> argparse.ArgumentParser:
     diff.add_argument("--json", action="store_true", help="print JSON (modelprov.diff v1)")
     diff.add_argument(
         "--fail-under",
-        type=float,
+        type=_recall,
         metavar="RECALL",
         help="exit 1 when the FX-node recall (dyn) is under RECALL (0..1), for CI",
     )
@@ -450,16 +745,83 @@ def build_parser() -> argparse.ArgumentParser:
         "--coverage", action="store_true", help="sources per node, coloured by state (default)"
     )
     overlay.set_defaults(run=_cmd_overlay)
+    _add_quantize_command(commands)
     return parser
 
 
+def _one_line(error: BaseException) -> str:
+    text = " ".join(str(error).split()) or type(error).__name__
+    if not isinstance(error, ModelprovError):
+        text = f"{type(error).__name__}: {text}"
+    return text if len(text) <= 2000 else text[:1997] + "..."
+
+
+def _say(text: str) -> None:
+    """One line on stderr, whatever characters it holds."""
+    encoding = getattr(sys.stderr, "encoding", None) or "utf-8"
+    sys.stderr.write(text.encode(encoding, "backslashreplace").decode(encoding) + "\n")
+    sys.stderr.flush()
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _silence_stdout() -> None:
+    """After the reader of stdout left: no more writes, and no error at exit's flush."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Runs the command line; returns the exit code."""
+    """Runs the command line; returns the exit code (:class:`ExitCode`).
+
+    Every error modelprov raises on purpose is one line on stderr and its class's exit
+    code; any other exception is an internal error (exit 70) shown as one line, with the
+    traceback only under ``--debug``. Ctrl-C and SIGTERM stop quietly (exit 130; partial
+    outputs are removed); a closed stdout (``| head``) ends quietly (exit 141).
+    """
+    debug = "--debug" in (sys.argv[1:] if argv is None else argv)
+    previous = None
+    with contextlib.suppress(ValueError):  # not the main thread: leave SIGTERM alone
+        previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        return _run(argv)
+    except ModelprovError as error:
+        if debug:
+            traceback.print_exc()
+        _say(f"modelprov: error: {_one_line(error)}")
+        return error.exit_code
+    except KeyboardInterrupt:
+        _say("modelprov: interrupted; nothing was left half-written")
+        return ExitCode.INTERRUPTED
+    except BrokenPipeError:
+        _silence_stdout()
+        return ExitCode.BROKEN_PIPE
+    except SystemExit as exit_:
+        return exit_.code if isinstance(exit_.code, int) else ExitCode.BAD_INPUT
+    except Exception as error:
+        if debug:
+            traceback.print_exc()
+        _say(
+            f"modelprov: internal error: {_one_line(error)} (a bug: rerun with --debug and "
+            "report the traceback)"
+        )
+        return ExitCode.INTERNAL_ERROR
+    finally:
+        if previous is not None:
+            with contextlib.suppress(ValueError):
+                signal.signal(signal.SIGTERM, previous)
+
+
+def _run(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s"
+        level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s", force=True
     )
+    _progress.QUIET.set(bool(args.quiet))
     if not args.verbose:
         logging.getLogger("torch").setLevel(logging.ERROR)
         for category in (DeprecationWarning, FutureWarning, UserWarning):
@@ -467,17 +829,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with gc_paused():  # a short-lived process: collecting cycles would walk every node
             code: int = args.run(args)
-    except ModelprovError as error:
-        print(f"modelprov: error: {error}", file=sys.stderr)
-        return EXIT_USAGE
     except ImportError as error:
+        if isinstance(error, ModelprovError):
+            raise
         if getattr(error, "name", "") and str(error.name).startswith("modelprov."):
-            print(
-                f"modelprov: error: {args.command} is not available in this installation ({error})",
-                file=sys.stderr,
-            )
-            return EXIT_USAGE
+            raise UsageError(
+                f"{args.command} is not available in this installation ({error})"
+            ) from error
         raise
+    sys.stdout.flush()
     return code
 
 

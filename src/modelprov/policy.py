@@ -21,7 +21,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
-from modelprov import _stack_trace
+from modelprov import _stack_trace, keys
 from modelprov.errors import PolicyError
 
 __all__ = [
@@ -33,6 +33,7 @@ __all__ = [
     "drop",
     "error_on_conflict",
     "first",
+    "follow_output",
     "from_output",
     "join",
     "max",
@@ -95,15 +96,45 @@ def _distinct(items: Iterable[str]) -> list[str]:
 
 
 def _union_elements(value: str) -> list[str]:
-    """A value as a set: a JSON array of strings stands for its elements."""
-    if value.startswith("[") and value.endswith("]"):
-        try:
-            parsed = json.loads(value)
-        except ValueError:
-            return [value]
-        if isinstance(parsed, list) and all(isinstance(item, str) for item in parsed):
-            return list(parsed)
-    return [value]
+    """A value as a set of atoms: union's own several-values form stands for its elements.
+
+    That form is a sorted JSON array of at least two distinct strings exactly as union
+    writes it; any other text (``[]``, ``["a"]``, ``["b","a"]``) is one atom, kept as is.
+    Elements in that form are expanded too, so the atoms of a merge are the atoms of its
+    values.
+    """
+    atoms: list[str] = []
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        elements = _union_form(item)
+        if elements is None:
+            atoms.append(item)
+        else:
+            pending.extend(elements)
+    return atoms
+
+
+def _union_form(value: str) -> list[str] | None:
+    if not (value.startswith('["') and value.endswith('"]')):
+        return None
+    try:
+        parsed = json.loads(value)
+    except (ValueError, RecursionError):
+        return None
+    if (
+        isinstance(parsed, list)
+        and len(parsed) >= 2
+        and all(isinstance(item, str) for item in parsed)
+        and _dump_union(parsed) == value
+        and sorted(set(parsed)) == parsed
+    ):
+        return parsed
+    return None
+
+
+def _dump_union(elements: list[str]) -> str:
+    return json.dumps(elements, ensure_ascii=False)
 
 
 def _union(values: Sequence[str], ctx: MergeContext) -> str | None:
@@ -112,7 +143,7 @@ def _union(values: Sequence[str], ctx: MergeContext) -> str | None:
         return None
     if len(elements) == 1:
         return elements[0]
-    return json.dumps(elements, ensure_ascii=False)
+    return _dump_union(elements)
 
 
 union = _Named("union", _union)
@@ -124,13 +155,44 @@ equals merging everything at once. Deterministic, idempotent and order-independe
 
 
 def join(sep: str = "\n") -> Policy:
-    """Distinct pieces in source order joined by ``sep``; values are split on ``sep`` first."""
+    """Pieces in source order joined by ``sep``; values are split on ``sep`` first, and a
+    value's pieces that an earlier value already had are left out.
+
+    Empty pieces (blank lines for ``"\n"``) stay, attached to the piece after them, so a
+    single value comes back unchanged and merging merged values loses nothing.
+    """
+    if not sep:
+        raise ValueError("join(sep): the separator must not be empty")
 
     def _join(values: Sequence[str], ctx: MergeContext) -> str | None:
-        pieces = _distinct(piece for value in values for piece in value.split(sep) if piece)
+        pieces: list[str] = []
+        seen: set[str] = set()
+        for value in values:
+            own = _join_pieces(value, sep)
+            pieces.extend(piece for piece in own if piece not in seen)
+            seen.update(own)
         return sep.join(pieces) if pieces else None
 
     return _Named(f"join({sep!r})", _join)
+
+
+def _join_pieces(value: str, sep: str) -> list[str]:
+    """``value`` split on ``sep`` so that ``sep.join`` gives it back exactly: empty parts
+    are glued to the next part (leading separators) or to the last one (trailing)."""
+    parts = value.split(sep)
+    pieces: list[str] = []
+    empty = 0
+    for part in parts:
+        if not part:
+            empty += 1
+            continue
+        pieces.append(sep * empty + part)
+        empty = 0
+    if not pieces:
+        return [value] if value else []
+    if empty:
+        pieces[-1] += sep * empty
+    return pieces
 
 
 def _as_str_list(value: str) -> list[str] | None:
@@ -196,10 +258,18 @@ is in docs/metadata-format.md and parses back with modelprov's own parser.
 """
 
 
+_NUMBER = re.compile(
+    r"[+-]?(?:\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?|inf|infinity)", re.I
+)
+"""A decimal number as people and modelprov write it: no underscores, no spaces."""
+
+
 def _numbers(values: Sequence[str], ctx: MergeContext) -> list[tuple[float, str]]:
     parsed: list[tuple[float, str]] = []
     for value in values:
         try:
+            if not _NUMBER.fullmatch(value):
+                raise ValueError(value)
             number = float(value)
         except ValueError:
             raise PolicyError(
@@ -239,6 +309,22 @@ from_output = _Named("from_output", _from_output, value_scoped=True)
 
 When several sources' outputs meet on one node (an eliminated Identity, a merged
 duplicate), the most downstream one wins. Nodes producing no source's output drop the key.
+"""
+
+
+def _follow_output(values: Sequence[str], ctx: MergeContext) -> str | None:
+    chosen = [value for value, is_output in zip(values, ctx.from_output, strict=False) if is_output]
+    if chosen:
+        return chosen[-1]
+    return values[-1] if values else None
+
+
+follow_output = _Named("follow_output", _follow_output)
+"""The value of the source producing the node's output; without one, of the last source.
+
+For layout keys (``namespace``): a node that absorbed shared code (a mask, a constant)
+stays where its output is computed, e.g. in its layer; sources are in export order, so the
+last one is the most downstream. The merged values remain in the node's sources.
 """
 
 first = _Named("first", lambda values, ctx: values[0] if values else None)
@@ -388,28 +474,18 @@ class Policies(Mapping[str, Policy]):
         return result
 
 
-_CALIBRATION_KEYS = (
-    "custom.min",
-    "custom.max",
-    "custom.mean",
-    "custom.std",
-    "custom.histogram",
-    "custom.p[0-9]*",
-    "custom.output[0-9]*",
-)
-
 DEFAULT_POLICIES = Policies(
     {
-        "namespace": common_prefix,
-        "pkg.torch.onnx.class_hierarchy": common_prefix,
-        "pkg.torch.onnx.name_scopes": common_prefix,
-        "pkg.torch.onnx.fx_node": join("\n"),
-        "pkg.torch.onnx.stack_trace": stack_traces,
-        "pkg.torch.export.*": union,
-        "pkg.onnxscript.rewriter.rule_name": join(", "),
-        "pkg.onnxscript.optimizer.folded_from": union,
-        "pkg.modelprov.aten_call": join("\n"),
-        **dict.fromkeys(_CALIBRATION_KEYS, from_output),
+        keys.NAMESPACE_KEY: follow_output,
+        keys.CLASS_HIERARCHY_KEY: follow_output,
+        keys.NAME_SCOPES_KEY: follow_output,
+        keys.FX_NODE_KEY: join("\n"),
+        keys.STACK_TRACE_KEY: stack_traces,
+        keys.TORCH_EXPORT_KEY_PATTERN: union,
+        keys.ONNXSCRIPT_RULE_NAME_KEY: join(", "),
+        keys.ONNXSCRIPT_FOLDED_FROM_KEY: union,
+        keys.ATEN_CALL_KEY: join("\n"),
+        **dict.fromkeys(keys.CALIBRATION_KEY_PATTERNS, from_output),
     }
 )
 """Policies for every key torch.onnx and onnxscript write, and the calibration keys.

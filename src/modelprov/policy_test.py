@@ -160,3 +160,14 @@ def test_default_policies_cover_torch_keys() -> None:
         assert key in policy.DEFAULT_POLICIES
     assert policy.DEFAULT_POLICIES.is_value_scoped("custom.p99.9")
     assert not policy.DEFAULT_POLICIES.is_value_scoped("custom.bits")
+
+
+def test_follow_output_takes_the_output_sources_value_else_the_last() -> None:
+    values = [": M/mask: aten", ": M/h.0: B/attn: A"]
+    produced = MergeContext("namespace", "n", (False, True), ("a", "b"))
+    assert policy.follow_output(values, produced) == ": M/h.0: B/attn: A"
+    first_is_output = MergeContext("namespace", "n", (True, False), ("a", "b"))
+    assert policy.follow_output(values, first_is_output) == ": M/mask: aten"
+    absorbed_only = MergeContext("namespace", "n", (False, False), ("a", "b"))
+    assert policy.follow_output(values, absorbed_only) == ": M/h.0: B/attn: A"
+    assert policy.DEFAULT_POLICIES.resolve("namespace") is policy.follow_output

@@ -53,8 +53,10 @@ from typing import Any, Final
 import numpy as np
 import torch
 
+from modelprov.annotation._random_batches import CallArguments
 from modelprov.annotation._values import check_key, format_value
 from modelprov.errors import AnnotationError, MissingDependencyError
+from modelprov.keys import CALIBRATION_PREFIX, HISTOGRAM_FORMAT
 
 __all__ = ["DEFAULT_SAMPLE_SIZE", "HISTOGRAM_BINS", "calibrate"]
 
@@ -62,7 +64,6 @@ _LOGGER = logging.getLogger(__name__)
 
 DEFAULT_SAMPLE_SIZE: Final = 2**18
 HISTOGRAM_BINS: Final = 64
-HISTOGRAM_FORMAT: Final = "modelprov.histogram"
 HISTOGRAM_VERSION: Final = 1
 
 _NAMED_STATS: Final = ("min", "max", "mean", "std", "histogram")
@@ -77,17 +78,18 @@ def calibrate(
     batches: Iterable[Any],
     *,
     stats: Sequence[str] = ("min", "max"),
-    prefix: str = "custom.",
+    prefix: str = CALIBRATION_PREFIX,
     progress: bool | None = None,
     sample_size: int = DEFAULT_SAMPLE_SIZE,
     seed: int = 0,
 ) -> dict[str, dict[str, str]]:
     """Measure output statistics of every leaf module of ``model`` over ``batches``.
 
-    A batch is a Tensor (one positional argument), a tuple/list (positional arguments) or a
-    mapping (keyword arguments). ``stats`` names the statistics (see the module docstring); the
-    result maps leaf module path to ``{prefix + stat: text}``. ``progress`` shows a rich
-    progress bar on stderr (None: only on a terminal and for more than 10 batches).
+    A batch is a Tensor (one positional argument), a tuple/list (positional arguments), a
+    mapping (keyword arguments) or a ``CallArguments(args, kwargs)`` (both). ``stats`` names
+    the statistics (see the module docstring); the result maps leaf module path to
+    ``{prefix + stat: text}``. ``progress`` shows a rich progress bar on stderr (None: only
+    on a terminal and for more than 10 batches).
     """
     if not isinstance(model, torch.nn.Module):
         raise AnnotationError(f"calibrate() needs a torch.nn.Module, got {type(model).__name__}")
@@ -350,10 +352,12 @@ def _run_batch(model: torch.nn.Module, batch: Any, index: int) -> None:
         args = tuple(batch)
     elif isinstance(batch, Mapping):
         kwargs = dict(batch)
+    elif isinstance(batch, CallArguments):
+        args, kwargs = tuple(batch.args), dict(batch.kwargs)
     else:
         raise AnnotationError(
             f"batch {index} is a {type(batch).__name__}; a batch is a Tensor, a tuple/list of "
-            "positional arguments or a dict of keyword arguments"
+            "positional arguments, a dict of keyword arguments or a CallArguments(args, kwargs)"
         )
     try:
         model(*args, **kwargs)

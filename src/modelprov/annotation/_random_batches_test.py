@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from modelprov.annotation._random_batches import random_batches
+from modelprov.annotation._random_batches import CallArguments, random_batches
 from modelprov.errors import AnnotationError
 
 
@@ -29,7 +29,19 @@ def test_shapes_dtypes_and_ranges_follow_the_example() -> None:
 def test_keyword_examples_and_errors() -> None:
     (batch,) = random_batches(1, (), {"x": torch.zeros(4)})
     assert isinstance(batch, dict) and batch["x"].shape == (4,)
-    with pytest.raises(AnnotationError, match="all positional or all keyword"):
-        random_batches(1, (torch.zeros(1),), {"x": torch.zeros(1)})
     with pytest.raises(AnnotationError, match="must be positive"):
         random_batches(0, (torch.zeros(1),), {})
+
+
+def test_mixed_examples_pass_constants_through() -> None:
+    ids = torch.tensor([[1, 7, 3]])
+    past = [torch.randn(1, 2), None]
+    (batch,) = random_batches(
+        1, (ids,), {"use_cache": False, "mask": torch.ones(1, 3), "past": past}
+    )
+    assert isinstance(batch, CallArguments)
+    (new_ids,) = batch.args
+    assert new_ids.shape == ids.shape and new_ids.dtype == ids.dtype and int(new_ids.max()) <= 7
+    assert batch.kwargs["use_cache"] is False and batch.kwargs["mask"].shape == (1, 3)
+    assert isinstance(batch.kwargs["past"], list) and batch.kwargs["past"][1] is None
+    assert batch.kwargs["past"][0].shape == (1, 2)

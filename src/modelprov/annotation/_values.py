@@ -23,10 +23,11 @@ import math
 from typing import Final
 
 from modelprov.errors import AnnotationError
+from modelprov.keys import RESERVED_PREFIX, TORCH_PREFIX
 
 __all__ = ["RESERVED_KEY_PREFIXES", "check_key", "format_value"]
 
-RESERVED_KEY_PREFIXES: Final = ("modelprov.", "pkg.torch.")
+RESERVED_KEY_PREFIXES: Final = (RESERVED_PREFIX, TORCH_PREFIX)
 
 _ALLOWED_TYPES: Final = "str, bool, int, float, or a 0-d numpy/torch scalar"
 

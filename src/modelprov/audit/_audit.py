@@ -20,7 +20,10 @@ import onnx
 import onnx_ir as ir
 
 from modelprov._io import load_model_proto
-from modelprov._sources import MAX_VALUE_BYTES, Source, collect_sources
+from modelprov._proto_check import text_problems
+from modelprov._sources import MAX_VALUE_BYTES, Source, collect_sources, node_label
+from modelprov.errors import MetadataError
+from modelprov.keys import AUDIT_FORMAT
 
 __all__ = [
     "AuditReport",
@@ -30,9 +33,9 @@ __all__ = [
     "LargeValue",
     "audit",
     "has_provenance",
+    "metadata_bytes",
 ]
 
-FORMAT = "modelprov.audit"
 VERSION = 1
 LARGEST_VALUES = 10
 
@@ -105,7 +108,7 @@ class AuditReport:
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict, versioned (``"format": "modelprov.audit", "version": 1``)."""
         return {
-            "format": FORMAT,
+            "format": AUDIT_FORMAT,
             "version": VERSION,
             "nodes": self.nodes,
             "nodes_without_sources": list(self.nodes_without_sources),
@@ -202,7 +205,7 @@ def _proto_graph(graph: onnx.GraphProto, label: str, counter: list[int]) -> Iter
     for node in graph.node:
         position = counter[0]
         counter[0] += 1
-        name = node.name or f"{node.op_type}@{position}"
+        name = node_label(node.name, node.op_type, position)
         yield _Holder("nodes", name, _proto_entries(node.metadata_props))
         for attribute in node.attribute:
             subgraphs = [attribute.g] if attribute.HasField("g") else []
@@ -222,6 +225,19 @@ def _proto_holders(proto: onnx.ModelProto) -> Iterator[_Holder]:
                 f"{label} node {node.name or node.op_type!r}",
                 _proto_entries(node.metadata_props),
             )
+
+
+_OWN_FUNCTIONS = ("function pkg.torch.aten::", "function pkg.torch.module::")
+
+
+def _is_user_body_node(holder: _Holder) -> bool:
+    """A node in the body of a user's function: its metadata is its own source (the bodies
+    functionize makes hold the first call's nodes, whose sources the calls carry)."""
+    return (
+        holder.scope == "functions"
+        and " node " in holder.where
+        and not holder.where.startswith(_OWN_FUNCTIONS)
+    )
 
 
 def _proto_functions(proto: onnx.ModelProto) -> list[FunctionUse]:
@@ -262,7 +278,7 @@ def _ir_graph(graph: ir.Graph | ir.Function, label: str, counter: list[int]) -> 
     for node in graph:
         position = counter[0]
         counter[0] += 1
-        name = node.name or f"{node.op_type}@{position}"
+        name = node_label(node.name, node.op_type, position)
         where = name if scope == "nodes" else f"{label} node {node.name or node.op_type!r}"
         yield _Holder(scope, where, list(node.metadata_props.items()))
         for attribute in node.attributes.values():
@@ -333,15 +349,39 @@ def _check(holder: _Holder) -> tuple[dict[str, str], list[InvalidMetadata]]:
     return valid, problems
 
 
+_SCOPES = ("nodes", "values", "model", "graphs", "functions")
+
+
+def _bytes_by_scope(holders: Sequence[_Holder]) -> dict[str, int]:
+    """UTF-8 key plus value bytes of every metadata entry, by scope: the one count."""
+    scope_bytes = dict.fromkeys(_SCOPES, 0)
+    for holder in holders:
+        scope_bytes[holder.scope] += sum(_size(key) + _size(value) for key, value in holder.entries)
+    return scope_bytes
+
+
+def metadata_bytes(model: onnx.ModelProto | ir.Model) -> dict[str, int]:
+    """Metadata bytes by scope (``nodes``, ``values``, ``model``, ``graphs``, ``functions``)
+    and their ``total``: the figures :func:`audit` reports, for the HTML report too."""
+    holders = list(
+        _proto_holders(model) if isinstance(model, onnx.ModelProto) else _ir_holders(model)
+    )
+    scope_bytes = _bytes_by_scope(holders)
+    return {"total": sum(scope_bytes.values()), **scope_bytes}
+
+
 def audit(model: onnx.ModelProto | ir.Model | str | os.PathLike[str]) -> AuditReport:
     """Audits the provenance metadata of a model (ModelProto, onnx_ir.Model or a path).
 
     A path is read without its external weights. Raises InvalidModelError for an unreadable
     file and MetadataError when the model's sources table is corrupt.
     """
+    where = os.fspath(model) if isinstance(model, str | os.PathLike) else "model"
     if isinstance(model, str | os.PathLike):
         model = load_model_proto(model, load_weights=False)
     if isinstance(model, onnx.ModelProto):
+        for problem in text_problems(model, metadata=False):  # metadata: reported below
+            raise MetadataError(f"{where}: {problem}; fix it before auditing")
         holders = list(_proto_holders(model))
         functions = _proto_functions(model)
     elif isinstance(model, ir.Model):
@@ -358,7 +398,11 @@ def audit(model: onnx.ModelProto | ir.Model | str | os.PathLike[str]) -> AuditRe
         entries, problems = _check(holder)
         valid.append(entries)
         invalid.extend(problems)
-    nodes = [(h.where, v) for h, v in zip(holders, valid, strict=True) if h.scope == "nodes"]
+    nodes = [
+        (h.where, v)
+        for h, v in zip(holders, valid, strict=True)
+        if h.scope == "nodes" or _is_user_body_node(h)
+    ]
     model_metadata = valid[0]
     table, node_ids = collect_sources(model_metadata, nodes)
     referenced = {source_id for ids in node_ids for source_id in ids}
@@ -371,16 +415,13 @@ def audit(model: onnx.ModelProto | ir.Model | str | os.PathLike[str]) -> AuditRe
 
     carried: Counter[str] = Counter()
     key_bytes: Counter[str] = Counter()
-    scope_bytes: dict[str, int] = dict.fromkeys(
-        ("nodes", "values", "model", "graphs", "functions"), 0
-    )
+    scope_bytes = _bytes_by_scope(holders)
     largest: list[tuple[int, int, LargeValue]] = []
     serial = 0
     for holder in holders:
         seen: set[_Text] = set()
         for key, value in holder.entries:
             size = _size(key) + _size(value)
-            scope_bytes[holder.scope] += size
             if holder.scope == "nodes":
                 key_bytes[_text(key)] += size
                 if key not in seen:

@@ -12,8 +12,9 @@ import onnx_ir as ir
 from modelprov._correspond import all_nodes
 from modelprov._sources import Source
 from modelprov.audit._audit import has_provenance
+from modelprov.keys import DIFF_FORMAT
 from modelprov.onnx._convert import AnyModel, as_ir
-from modelprov.onnx._lookup import node_sources
+from modelprov.onnx._lookup import function_body_sources, node_sources
 
 __all__ = ["DiffReport", "Recall", "diff", "dynamic_nodes"]
 
@@ -87,7 +88,7 @@ class DiffReport:
             }
 
         return {
-            "format": "modelprov.diff",
+            "format": DIFF_FORMAT,
             "version": 1,
             "nodes_before": self.nodes_before,
             "nodes_after": self.nodes_after,
@@ -138,8 +139,8 @@ def diff(before: AnyModel, after: AnyModel) -> DiffReport:
     """
     before_ir, after_ir = as_ir(before), as_ir(after)
     dynamic = dynamic_nodes(before_ir.graph)
-    before_pairs = node_sources(before_ir)
-    after_pairs = node_sources(after_ir)
+    before_pairs = node_sources(before_ir) + function_body_sources(before_ir)
+    after_pairs = node_sources(after_ir) + function_body_sources(after_ir)
 
     def collect(
         pairs: Iterable[tuple[ir.Node, list[Source]]], only: set[ir.Node] | None

@@ -5,14 +5,17 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import onnx
 import onnx_ir as ir
 
 from modelprov.audit._diff import DiffReport, diff
+from modelprov.keys import OPTIMIZE_REPORT_FORMAT
 from modelprov.onnx._lookup import node_sources
-from modelprov.onnx._optimize import StepRecord
+
+if TYPE_CHECKING:
+    from modelprov.onnx._optimize import StepRecord
 
 __all__ = ["OptimizeReport", "StepReport", "optimize_report"]
 
@@ -65,7 +68,7 @@ class OptimizeReport:
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict (``"format": "modelprov.optimize-report", "version": 1``)."""
         return {
-            "format": "modelprov.optimize-report",
+            "format": OPTIMIZE_REPORT_FORMAT,
             "version": 1,
             "steps": [step.to_json() for step in self.steps],
             "diff": self.diff.to_json(),

@@ -10,13 +10,17 @@ produces that tensor, and on the tensor's value info.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 
 import onnx_ir as ir
 
 from modelprov._correspond import all_nodes
-from modelprov._sources import NAME_SCOPES_KEY, _literal_list, fx_node_name
+from modelprov._sources import _literal_list, fx_node_name
 from modelprov.annotation import effective_annotations
+from modelprov.annotation._module_outputs import output_index
+from modelprov.keys import NAME_SCOPES_KEY
+from modelprov.onnx._source_nodes import SOURCE_NODE_KEY
 from modelprov.policy import Policies
 
 __all__ = ["apply_annotations", "module_path_of"]
@@ -26,6 +30,14 @@ def module_path_of(node: ir.Node) -> str | None:
     """The qualified name of the module that made a node ('' root), None when unknown."""
     scopes = _literal_list(node.metadata_props.get(NAME_SCOPES_KEY, ""))
     return scopes[-2] if len(scopes) >= 2 else None
+
+
+def _makes_output(key: str, outputs: tuple[str, ...] | None, made: set[str]) -> bool:
+    """False when ``key`` is about another output of the module than the node makes."""
+    index = output_index(key)
+    if index is None or outputs is None or index >= len(outputs):
+        return True
+    return outputs[index] in made
 
 
 def _inside(path: str, module: str) -> bool:
@@ -52,21 +64,48 @@ def _leaving_fx_nodes(model: ir.Model, module: str) -> set[str]:
     return leaving
 
 
+def _user_nodes(model: ir.Model) -> dict[str, set[str]]:
+    """FX node -> the user-program nodes it came from and the ONNX values it made."""
+    found: dict[str, set[str]] = {}
+    for node in all_nodes(model.graph):
+        fx_name = fx_node_name(node.metadata_props)
+        if not fx_name:
+            continue
+        names = found.setdefault(fx_name, set())
+        value = node.metadata_props.get(SOURCE_NODE_KEY, "")
+        names.update(json.loads(value) if value.startswith("[") else [value] if value else [])
+        names.update(output.name for output in node.outputs if output.name)
+    return found
+
+
 def apply_annotations(
     model: ir.Model,
     normalized: Mapping[str, Mapping[str, str]],
     fx_custom: Mapping[str, Mapping[str, str]],
     policies: Policies,
+    output_nodes: Mapping[str, tuple[str, ...]] | None = None,
 ) -> None:
-    """Writes the annotations onto the nodes of an unoptimized export, in place."""
+    """Writes the annotations onto the nodes of an unoptimized export, in place.
+
+    ``output_nodes`` (module path -> user-program nodes producing its outputs, in order) puts
+    a per-output key (``custom.output1.max``) only on the node producing that output.
+    """
     value_scoped: dict[str, dict[str, str]] = {}
+    outputs = output_nodes or {}
+    made = _user_nodes(model) if outputs else {}
     # Outer modules first, so an inner module's value for the same tensor wins.
     for module in sorted(normalized, key=lambda path: (path != "", path.count("."), path)):
         scoped = {k: v for k, v in normalized[module].items() if policies.is_value_scoped(k)}
         if not scoped:
             continue
         for fx_name in _leaving_fx_nodes(model, module):
-            value_scoped.setdefault(fx_name, {}).update(scoped)
+            value_scoped.setdefault(fx_name, {}).update(
+                {
+                    key: value
+                    for key, value in scoped.items()
+                    if _makes_output(key, outputs.get(module), made.get(fx_name, set()))
+                }
+            )
     module_scoped = {
         path: {k: v for k, v in keys.items() if not policies.is_value_scoped(k)}
         for path, keys in normalized.items()

@@ -7,53 +7,33 @@ op's schema from torch. Format: docs/metadata-format.md.
 
 from __future__ import annotations
 
-import ast
 import dataclasses
-import functools
 import json
-import re
 from collections.abc import Mapping
 from typing import Any
 
 import onnx_ir as ir
-import torch
 
-from modelprov._sources import FX_NODE_KEY
-from modelprov.errors import MetadataError
+from modelprov._torch_compat import (
+    FX_REFERENCE,
+    parse_fx_node_text,
+    tensor_argument_kind,
+)
+from modelprov._torch_compat import schema_by_name as schema_of
+from modelprov.keys import ATEN_CALL_KEY, FX_NODE_KEY
+from modelprov.onnx._wrap import function_name
 
 __all__ = [
     "ATEN_CALL_KEY",
     "ATEN_CALL_VERSION",
-    "ATEN_SCHEMAS_KEY",
     "AtenArgument",
     "AtenCall",
     "call_of",
-    "dump_schemas",
     "function_name",
-    "load_schemas",
     "schema_of",
 ]
 
-ATEN_CALL_KEY = "pkg.modelprov.aten_call"
-ATEN_CALL_VERSION = 2
-"""Version 2 leaves the schema (and argument names and types) to the model's schema pool;
-version 1 records, which carry them, are still read."""
-ATEN_SCHEMAS_KEY = "pkg.modelprov.aten_schemas"
-ATEN_SCHEMAS_FORMAT = "modelprov.aten_schemas"
-ATEN_SCHEMAS_VERSION = 1
-
-_IDENTIFIER = re.compile(r"\W")
-_CALL = re.compile(
-    r"call_function\[target=(?P<target>[^\]]+)\]\(args = (?P<args>.*), kwargs = "
-    r"(?P<kwargs>\{.*\})\)\s*$",
-    re.DOTALL,
-)
-_TOKEN = re.compile(
-    r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|%[\w.]+|\d[\d.]*(?:[eE][+-]?\d+)?|[A-Za-z_][\w.]*|.",
-    re.DOTALL,
-)
-_LITERALS = {"True", "False", "None"}
-_REF = "\x00fx:"
+ATEN_CALL_VERSION = 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,164 +67,67 @@ class AtenCall:
         return [argument for argument in self.arguments if argument.is_tensor]
 
     def to_json(self) -> str:
-        """The versioned JSON record (key ``pkg.modelprov.aten_call``, version 2): target
-        and argument values in schema order; the schema itself goes to the model's pool
-        (:func:`dump_schemas`)."""
-        args: list[Any] = []
+        """The versioned JSON record (key ``pkg.modelprov.aten_call``)."""
+        args: list[dict[str, Any]] = []
         for argument in self.arguments:
+            entry: dict[str, Any] = {"name": argument.name, "type": argument.type}
             if argument.is_tensor:
                 pairs = [{"fx": fx, "onnx": name} if fx else None for fx, name in argument.tensors]
-                args.append(pairs if argument.is_list else (pairs[0] if pairs else None))
+                entry["tensor"] = pairs if argument.is_list else (pairs[0] if pairs else None)
             else:
-                args.append(argument.value)
-        document = {"version": ATEN_CALL_VERSION, "target": self.target, "args": args}
+                entry["value"] = argument.value
+            args.append(entry)
+        document = {"version": ATEN_CALL_VERSION, "target": self.target, "schema": self.schema}
+        document["args"] = args
         return json.dumps(document, ensure_ascii=False, separators=(",", ":"))
 
     @classmethod
-    def from_json(cls, text: str, schemas: Mapping[str, str] | None = None) -> AtenCall | None:
-        """Parses a record (version 1 or 2); None when it is not one this version reads.
-
-        A version-2 record takes its schema from ``schemas`` (the model's pool, see
-        :func:`load_schemas`), else from torch.
-        """
+    def from_json(cls, text: str) -> AtenCall | None:
+        """Parses a record; None when it is not one this version reads (wrong version or
+        shape), so the caller falls back to the FX node's text."""
         try:
             document = json.loads(text)
-        except ValueError:
+        except (ValueError, TypeError, RecursionError):
             return None
         if not isinstance(document, dict):
             return None
-        try:
-            if document.get("version") == 1:
-                return cls._from_v1(document)
-            if document.get("version") == ATEN_CALL_VERSION:
-                return cls._from_v2(document, schemas or {})
-        except (KeyError, TypeError, AttributeError, RuntimeError):
+        version, args = document.get("version"), document.get("args", [])
+        target, schema = document.get("target"), document.get("schema", "")
+        if type(version) is not int or version != ATEN_CALL_VERSION:
             return None
+        if not isinstance(target, str) or not isinstance(schema, str):
+            return None
+        if not isinstance(args, list):
+            return None
+        arguments = [_argument(entry) for entry in args]
+        if any(argument is None for argument in arguments):
+            return None
+        return cls(target, schema, tuple(a for a in arguments if a is not None))
+
+
+def _argument(entry: object) -> AtenArgument | None:
+    """One argument of a record, or None when it is malformed."""
+    if not isinstance(entry, dict):
         return None
-
-    @classmethod
-    def _from_v1(cls, document: dict[str, Any]) -> AtenCall:
-        arguments: list[AtenArgument] = []
-        for entry in document.get("args", []):
-            if "tensor" in entry:
-                raw = entry["tensor"]
-                items = raw if isinstance(raw, list) else [raw]
-                arguments.append(
-                    AtenArgument(
-                        entry["name"],
-                        entry["type"],
-                        True,
-                        _tensor_pairs(items),
-                        is_list=isinstance(raw, list),
-                    )
-                )
-            else:
-                arguments.append(
-                    AtenArgument(entry["name"], entry["type"], False, (), entry["value"])
-                )
-        return cls(str(document["target"]), str(document.get("schema", "")), tuple(arguments))
-
-    @classmethod
-    def _from_v2(cls, document: dict[str, Any], schemas: Mapping[str, str]) -> AtenCall | None:
-        target = str(document["target"])
-        text = schemas.get(target)
-        if text is None:
-            known = schema_of(target)
-            if known is None:
+    name, kind = entry.get("name"), entry.get("type")
+    if not isinstance(name, str) or not isinstance(kind, str):
+        return None
+    if "tensor" not in entry:
+        return AtenArgument(name, kind, False, (), entry.get("value"))
+    raw = entry["tensor"]
+    items = raw if isinstance(raw, list) else [raw]
+    tensors: list[tuple[str, str]] = []
+    for item in items:
+        if item is None:
+            tensors.append(("", ""))
+        elif isinstance(item, dict) and isinstance(item.get("fx"), str):
+            onnx_name = item.get("onnx") or ""
+            if not isinstance(onnx_name, str):
                 return None
-            text = str(known)
-        schema = _parsed_schema(text)
-        values = document["args"]
-        if not isinstance(values, list) or len(values) != len(schema.arguments):
+            tensors.append((item["fx"], onnx_name))
+        else:
             return None
-        arguments: list[AtenArgument] = []
-        for argument, raw in zip(schema.arguments, values, strict=True):
-            is_tensor, is_list = _is_tensor_type(argument.type)
-            type_text = str(argument.type)
-            if is_tensor:
-                items = raw if is_list and isinstance(raw, list) else [raw]
-                pairs = _tensor_pairs(items)
-                arguments.append(
-                    AtenArgument(argument.name, type_text, True, pairs, is_list=is_list)
-                )
-            else:
-                arguments.append(AtenArgument(argument.name, type_text, False, (), raw))
-        return cls(target, text, tuple(arguments))
-
-
-def _tensor_pairs(items: list[Any]) -> tuple[tuple[str, str], ...]:
-    return tuple(
-        (str(item["fx"]), str(item.get("onnx") or "")) if item else ("", "") for item in items
-    )
-
-
-@functools.lru_cache(maxsize=1024)
-def _parsed_schema(text: str) -> torch.FunctionSchema:
-    return torch._C.parse_schema(text)
-
-
-def dump_schemas(schemas: Mapping[str, str]) -> str:
-    """The model-level ``pkg.modelprov.aten_schemas`` value: each target's schema once."""
-    document = {
-        "format": ATEN_SCHEMAS_FORMAT,
-        "version": ATEN_SCHEMAS_VERSION,
-        "schemas": dict(sorted(schemas.items())),
-    }
-    return json.dumps(document, ensure_ascii=False, separators=(",", ":"))
-
-
-def load_schemas(text: str | None, *, where: str = "model") -> dict[str, str]:
-    """Parses :func:`dump_schemas`' form ({} when absent); MetadataError when malformed."""
-    if not text:
-        return {}
-    try:
-        document = json.loads(text)
-    except ValueError as error:
-        raise MetadataError(f"{where}: {ATEN_SCHEMAS_KEY!r} is not valid JSON: {error}") from None
-    if not isinstance(document, dict) or document.get("format") != ATEN_SCHEMAS_FORMAT:
-        raise MetadataError(f"{where}: {ATEN_SCHEMAS_KEY!r} is not a modelprov schema pool")
-    if document.get("version") != ATEN_SCHEMAS_VERSION:
-        raise MetadataError(
-            f"{where}: {ATEN_SCHEMAS_KEY!r} version {document.get('version')!r} is not "
-            f"supported (supports {ATEN_SCHEMAS_VERSION}); upgrade modelprov"
-        )
-    schemas = document.get("schemas")
-    if not isinstance(schemas, dict) or not all(
-        isinstance(key, str) and isinstance(value, str) for key, value in schemas.items()
-    ):
-        raise MetadataError(f"{where}: {ATEN_SCHEMAS_KEY!r} must map targets to schema text")
-    return schemas
-
-
-def function_name(target: str) -> str:
-    """The function name of an ATen target: ``aten::addmm.default`` -> ``aten_addmm_default``."""
-    name = _IDENTIFIER.sub("_", target.replace("::", "_"))
-    return name if name and not name[0].isdigit() else f"_{name}"
-
-
-def schema_of(target: str) -> torch.FunctionSchema | None:
-    """The schema of ``aten::op.overload`` (or ``aten.op.overload``) from torch; None if unknown."""
-    namespace, _, rest = target.replace("::", ".").partition(".")
-    op_name, _, overload = rest.rpartition(".")
-    if not op_name:
-        op_name, overload = overload, "default"
-    try:
-        packet = getattr(getattr(torch.ops, namespace), op_name)
-        return getattr(packet, overload)._schema  # type: ignore[no-any-return]
-    except (AttributeError, RuntimeError):
-        return None
-
-
-def _is_tensor_type(kind: Any) -> tuple[bool, bool]:
-    """(is a tensor argument, is a list of tensors) for a schema argument type."""
-    if isinstance(kind, torch.OptionalType):
-        kind = kind.getElementType()
-    if isinstance(kind, torch.ListType):
-        element = kind.getElementType()
-        if isinstance(element, torch.OptionalType):
-            element = element.getElementType()
-        return isinstance(element, torch.TensorType), True
-    return isinstance(kind, torch.TensorType), False
+    return AtenArgument(name, kind, True, tuple(tensors), is_list=isinstance(raw, list))
 
 
 def to_json_value(value: Any) -> Any:
@@ -259,12 +142,13 @@ def to_json_value(value: Any) -> Any:
 
 
 def bind(
-    schema: torch.FunctionSchema,
+    schema: Any,
     args: tuple[Any, ...],
     kwargs: Mapping[str, Any],
     tensor_of: Any,
 ) -> AtenCall:
-    """Binds call arguments to ``schema``; ``tensor_of(arg)`` gives (fx, onnx) for a tensor."""
+    """Binds call arguments to ``schema`` (a ``torch.FunctionSchema``); ``tensor_of(arg)``
+    gives (fx, onnx) for a tensor."""
     arguments: list[AtenArgument] = []
     positional = list(args)
     for position, argument in enumerate(schema.arguments):
@@ -276,7 +160,7 @@ def bind(
             value = argument.default_value
         else:
             value = None
-        is_tensor, is_list = _is_tensor_type(argument.type)
+        is_tensor, is_list = tensor_argument_kind(argument.type)
         type_text = str(argument.type)
         if is_tensor:
             items = list(value) if is_list and isinstance(value, (list, tuple)) else [value]
@@ -293,38 +177,9 @@ def bind(
     return AtenCall(target, str(schema), tuple(arguments))
 
 
-def _literal(text: str) -> Any:
-    """A Python literal of an FX argument repr; ``%name`` becomes a reference marker."""
-    pieces: list[str] = []
-    for token in _TOKEN.findall(text):
-        if token.startswith("%"):
-            pieces.append(repr(_REF + token[1:]))
-        elif token[0].isalpha() or token[0] == "_":
-            pieces.append(token if token in _LITERALS else repr(token))
-        else:
-            pieces.append(token)
-    return ast.literal_eval("".join(pieces))
-
-
-def _parse_fx_text(text: str) -> tuple[str, tuple[Any, ...], dict[str, Any]] | None:
-    line = next((line for line in text.splitlines() if "call_function[" in line), "")
-    match = _CALL.search(line)
-    if match is None:
-        return None
-    try:
-        args = _literal(match["args"])
-        kwargs = _literal(match["kwargs"])
-    except (ValueError, SyntaxError, MemoryError, RecursionError):
-        return None
-    if not isinstance(args, tuple) or not isinstance(kwargs, dict):
-        return None
-    target = match["target"].removeprefix("torch.ops.")
-    return target, args, {str(key): value for key, value in kwargs.items()}
-
-
 def call_from_fx_text(text: str, value_names: Mapping[str, str]) -> AtenCall | None:
     """Parses ``pkg.torch.onnx.fx_node`` text; ``value_names`` maps FX names to ONNX names."""
-    parsed = _parse_fx_text(text)
+    parsed = parse_fx_node_text(text)
     if parsed is None:
         return None
     target, args, kwargs = parsed
@@ -333,8 +188,8 @@ def call_from_fx_text(text: str, value_names: Mapping[str, str]) -> AtenCall | N
         return None
 
     def tensor_of(item: Any) -> tuple[str, str]:
-        if isinstance(item, str) and item.startswith(_REF):
-            name = item[len(_REF) :]
+        if isinstance(item, str) and item.startswith(FX_REFERENCE):
+            name = item[len(FX_REFERENCE) :]
             return name, value_names.get(name, "")
         return "", ""
 
@@ -344,16 +199,11 @@ def call_from_fx_text(text: str, value_names: Mapping[str, str]) -> AtenCall | N
         return None
 
 
-def call_of(
-    metadata: Mapping[str, str],
-    value_names: Mapping[str, str],
-    schemas: Mapping[str, str] | None = None,
-) -> AtenCall | None:
-    """The ATen call of one source: its record (schemas from the model's pool), else
-    parsed from its FX node text."""
+def call_of(metadata: Mapping[str, str], value_names: Mapping[str, str]) -> AtenCall | None:
+    """The ATen call of one source: its record, else parsed from its FX node text."""
     record = metadata.get(ATEN_CALL_KEY)
     if record:
-        call = AtenCall.from_json(record, schemas)
+        call = AtenCall.from_json(record)
         if call is not None:
             return call
     text = metadata.get(FX_NODE_KEY, "")

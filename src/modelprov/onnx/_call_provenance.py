@@ -12,14 +12,12 @@ import onnx_ir as ir
 
 from modelprov._correspond import all_nodes
 from modelprov._sources import (
-    NODE_SOURCES_KEY,
-    TABLE_KEY,
     SourceTable,
+    carries_source,
     collect_sources,
     dump_ids,
-    original_metadata,
-    own_source_id,
 )
+from modelprov.keys import NODE_SOURCES_KEY, TABLE_KEY
 from modelprov.onnx._provenance import Provenance, node_label
 from modelprov.policy import DEFAULT_POLICIES, Policies
 
@@ -39,10 +37,8 @@ def call_metadata(
     merged = provenance.merged_metadata(
         ordered, outputs, policies if policies is not None else DEFAULT_POLICIES, label=label
     )
-    if len(ordered) == 1:
-        source = provenance.table[ordered[0]]
-        if merged == dict(source.metadata) and own_source_id(label, merged) == source.id:
-            return merged
+    if len(ordered) == 1 and carries_source(label, merged, provenance.table[ordered[0]]):
+        return merged
     if ordered:
         merged[NODE_SOURCES_KEY] = dump_ids(provenance.table.ids(ordered))
     return merged
@@ -58,11 +54,10 @@ def rewrite_table(model: ir.Model, table: SourceTable) -> None:
         [(label, dict(node.metadata_props)) for label, node in zip(labels, nodes, strict=True)],
     )
     carried: set[str] = set()
-    for node, ids in zip(nodes, node_ids, strict=True):
+    for label, node, ids in zip(labels, nodes, node_ids, strict=True):
         if NODE_SOURCES_KEY in node.metadata_props or len(ids) != 1 or ids[0] not in table:
             continue
-        source = table.by_id(ids[0])
-        if original_metadata(node.metadata_props) == dict(source.metadata):
+        if carries_source(label, node.metadata_props, table.by_id(ids[0])):
             carried.add(ids[0])
     if all(source.id in carried for source in table):
         del model.metadata_props[TABLE_KEY]

@@ -3,16 +3,28 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import TypeVar
 
 import onnx
 import onnx_ir as ir
 
 from modelprov._io import load_model
+from modelprov._proto_check import read_proto
+from modelprov.onnx._duplicates import has_duplicate_keys, merge_duplicate_keys
+from modelprov.policy import Policies
 
-__all__ = ["AnyModel", "ModelLike", "as_ir", "to_ir_copy", "to_kind"]
+__all__ = [
+    "AnyModel",
+    "ModelLike",
+    "as_ir",
+    "run_on_copy",
+    "to_ir_copy",
+    "without_duplicate_keys",
+]
 
 ModelLike = TypeVar("ModelLike", onnx.ModelProto, ir.Model)
+ResultT = TypeVar("ResultT", bound=ir.passes.PassResult)
 AnyModel = ir.Model | onnx.ModelProto | str | os.PathLike[str]
 
 
@@ -21,27 +33,51 @@ def as_ir(model: AnyModel) -> ir.Model:
     if isinstance(model, ir.Model):
         return model
     if isinstance(model, onnx.ModelProto):
-        return ir.from_proto(model)
+        return read_proto(without_duplicate_keys(model))
     return load_model(model)
 
 
-def to_ir_copy(model: onnx.ModelProto | ir.Model) -> ir.Model:
+def without_duplicate_keys(
+    proto: onnx.ModelProto, policies: Policies | None = None
+) -> onnx.ModelProto:
+    """``proto``, or a copy whose repeated metadata keys are merged by their policies."""
+    if not has_duplicate_keys(proto):
+        return proto
+    copy = onnx.ModelProto()
+    copy.CopyFrom(proto)
+    merge_duplicate_keys(copy, policies)
+    return copy
+
+
+def to_ir_copy(model: onnx.ModelProto | ir.Model, policies: Policies | None = None) -> ir.Model:
     """An onnx_ir model the caller may change freely: the input stays untouched.
 
-    Tensors are shared with an ``ir.Model`` input (modelprov never writes weights).
+    Tensors are shared with an ``ir.Model`` input (modelprov never writes weights). A
+    ModelProto is copied first: onnx_ir's tensors read from a proto write their name back
+    into it (onnxscript's optimizer names Constant values, renaming a value renames its
+    initializer), which would change the caller's proto.
     """
     if isinstance(model, ir.Model):
         return model.clone()
     if isinstance(model, onnx.ModelProto):
-        return ir.from_proto(model)
+        copy = onnx.ModelProto()
+        copy.CopyFrom(model)
+        merge_duplicate_keys(copy, policies)
+        return read_proto(copy)
     raise TypeError(
         f"expected onnx.ModelProto or onnx_ir.Model, got {type(model).__name__}; "
         "load files with onnx.load or onnx_ir.load first"
     )
 
 
-def to_kind(model: ir.Model, like: onnx.ModelProto | ir.Model) -> onnx.ModelProto | ir.Model:
-    """Returns ``model`` as the same kind as ``like``."""
-    if isinstance(like, onnx.ModelProto):
-        return ir.to_proto(model)
-    return model
+def run_on_copy(
+    pass_: Callable[[ir.Model], ResultT], model: ModelLike, policies: Policies | None = None
+) -> tuple[ModelLike, ResultT]:
+    """Runs an in-place pass on a copy of ``model``: the copying entry points (optimize,
+    functionize, inline) in one place. Returns the changed copy, of the same kind as
+    ``model``, and the pass's result; ``model`` itself is never modified. ``policies``
+    merge a proto's duplicate metadata keys."""
+    result = pass_(to_ir_copy(model, policies))
+    if isinstance(model, onnx.ModelProto):
+        return ir.to_proto(result.model), result
+    return result.model, result

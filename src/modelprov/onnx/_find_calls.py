@@ -7,9 +7,9 @@ from typing import overload
 import onnx
 import onnx_ir as ir
 
-from modelprov.onnx._aten_call import function_name
-from modelprov.onnx._functionize import ATEN_TARGET_KEY, MODULE_CLASS_KEY
-from modelprov.onnx._wrap import ATEN_DOMAIN, MODULE_DOMAIN
+from modelprov._proto_check import read_proto
+from modelprov.keys import ATEN_DOMAIN, ATEN_TARGET_KEY, MODULE_CLASS_KEY, MODULE_DOMAIN
+from modelprov.onnx._wrap import function_name
 
 __all__ = ["find_calls"]
 
@@ -18,7 +18,10 @@ def _matches(function: ir.Function, what: str) -> bool:
     if function.domain == ATEN_DOMAIN:
         target = function.metadata_props.get(ATEN_TARGET_KEY, "")
         wanted = what if "::" in what else what.replace(".", "::", 1)
-        return target == wanted or function.name == function_name(wanted)
+        if target == wanted or function.name == function_name(wanted):
+            return True
+        # Without an overload (``aten::linear``) every overload of the op matches.
+        return "." not in wanted and target.partition(".")[0] == wanted
     if function.domain == MODULE_DOMAIN:
         cls = function.metadata_props.get(MODULE_CLASS_KEY, "")
         return what in (cls, cls.rpartition(".")[2], function.name)
@@ -38,14 +41,16 @@ def find_calls(
 
     Args:
         model: a functionized model (onnx_ir.Model or onnx.ModelProto).
-        what: an ATen qualified name (``"aten::addmm.default"``, also ``aten.addmm.default``)
-            or a module class (``"GPT2Block"`` or its qualified name).
+        what: an ATen qualified name (``"aten::addmm.default"``, also ``aten.addmm.default``;
+            without the overload, ``"aten::linear"``, every overload of the op), or a module
+            class (``"GPT2Block"`` or its qualified name). Names are those of the exported
+            graph: ``nn.Linear`` is ``aten::linear`` (torch.onnx keeps it undecomposed).
 
     Returns:
         (call node, function) pairs of the same kind as ``model``.
     """
     if isinstance(model, onnx.ModelProto):
-        found = find_calls(ir.from_proto(model), what)
+        found = find_calls(read_proto(model), what)
         functions = {(f.domain, f.name, f.overload): f for f in model.functions}
         nodes = _proto_nodes(model)
         result: list[tuple[onnx.NodeProto, onnx.FunctionProto]] = []

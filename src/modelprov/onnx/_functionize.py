@@ -10,7 +10,7 @@ nn.Module call (``pkg.torch.onnx.name_scopes`` / ``class_hierarchy``), innermost
 becomes a call in domain ``pkg.torch.module`` named from the class. Equal bodies share one
 function; ``overload`` is the first 12 hex digits of its structural hash.
 
-Left as they are and reported (:attr:`FunctionizePass.skipped`, and logged): nodes with
+Left as they are and reported (:attr:`FunctionizeResult.skipped`, and logged): nodes with
 subgraphs (If, Loop, Scan), nodes without FX provenance or ATen schema, groups whose nodes
 cannot become one node (a path leaves and re-enters them) or read values that match no
 argument. Existing functions are kept.
@@ -28,22 +28,21 @@ from typing import Literal, overload
 import onnx
 import onnx_ir as ir
 
-from modelprov._sources import CLASS_HIERARCHY_KEY, NAME_SCOPES_KEY, _literal_list
-from modelprov.onnx._aten_call import (
-    ATEN_SCHEMAS_KEY,
-    AtenCall,
-    call_of,
-    function_name,
-    load_schemas,
-    onnx_attribute,
-    schema_of,
+from modelprov._sources import _literal_list
+from modelprov.keys import (
+    ATEN_DOMAIN,
+    ATEN_SCHEMA_KEY,
+    ATEN_TARGET_KEY,
+    CLASS_HIERARCHY_KEY,
+    MODULE_CLASS_KEY,
+    MODULE_DOMAIN,
+    NAME_SCOPES_KEY,
 )
+from modelprov.onnx._aten_call import AtenCall, call_of, function_name, onnx_attribute, schema_of
 from modelprov.onnx._call_provenance import call_metadata, rewrite_table
-from modelprov.onnx._convert import to_ir_copy, to_kind
+from modelprov.onnx._convert import run_on_copy
 from modelprov.onnx._provenance import Provenance
 from modelprov.onnx._wrap import (
-    ATEN_DOMAIN,
-    MODULE_DOMAIN,
     Region,
     Wrapper,
     constant_node,
@@ -56,15 +55,13 @@ __all__ = [
     "ATEN_TARGET_KEY",
     "MODULE_CLASS_KEY",
     "FunctionizePass",
+    "FunctionizeResult",
     "Skipped",
     "functionize",
 ]
 
 logger = logging.getLogger(__name__)
 
-ATEN_TARGET_KEY = "pkg.modelprov.aten_target"
-ATEN_SCHEMA_KEY = "pkg.modelprov.aten_schema"
-MODULE_CLASS_KEY = "pkg.modelprov.module_class"
 MAX_COPIED_CONSTANT_BYTES = 1 << 16
 _IDENTIFIER = re.compile(r"\W")
 
@@ -83,38 +80,58 @@ def _label(node: ir.Node) -> str:
     return node.name or node.op_type
 
 
+@dataclasses.dataclass
+class FunctionizeResult(ir.passes.PassResult):
+    """The pass's result: the model, whether it changed, the calls made and what was left."""
+
+    calls: int = 0
+    skipped: tuple[Skipped, ...] = ()
+
+
+@dataclasses.dataclass
+class _Run:
+    """What one run of the pass made and left (kept per run, never on the pass)."""
+
+    calls: int = 0
+    skipped: list[Skipped] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class FunctionizePass(ir.passes.InPlacePass):
     """Wraps ATen ops (``level="aten"``) or nn.Module calls (``"module"``) into functions.
 
-    After a run, :attr:`skipped` lists what was left as it was and :attr:`calls` counts
-    the call nodes made.
+    The fields are the options. The result (:class:`FunctionizeResult`) counts the call
+    nodes made (``calls``) and lists what was left as it was (``skipped``); ``modified`` is
+    true when a call was made.
     """
 
-    def __init__(self, *, level: Level = "aten", policies: Policies | None = None) -> None:
-        super().__init__()
-        if level not in ("aten", "module"):
-            raise ValueError(f"functionize level must be 'aten' or 'module', got {level!r}")
-        self.level: Level = level
-        self.policies = policies
-        self.skipped: list[Skipped] = []
-        self.calls = 0
+    level: Level = "aten"
+    policies: Policies | None = None
 
-    def call(self, model: ir.Model) -> ir.passes.PassResult:
-        self.skipped = []
-        self.calls = 0
+    def __post_init__(self) -> None:
+        if self.level not in ("aten", "module"):
+            raise ValueError(f"functionize level must be 'aten' or 'module', got {self.level!r}")
+
+    def __call__(self, model_or_result: ir.Model | ir.passes.PassResult, /) -> FunctionizeResult:
+        result = super().__call__(model_or_result)
+        assert isinstance(result, FunctionizeResult)  # call() makes one
+        return result
+
+    def call(self, model: ir.Model) -> FunctionizeResult:
+        run = _Run()
         provenance = Provenance.read(model)
         wrapper = Wrapper(model)
         if self.level == "aten":
-            self._aten(model, provenance, wrapper)
+            self._aten(model, provenance, wrapper, run)
         else:
-            self._modules(model, provenance, wrapper)
-        if self.calls:
+            self._modules(model, provenance, wrapper, run)
+        if run.calls:
             if model.ir_version is None or model.ir_version < 10:
                 model.ir_version = 10
             rewrite_table(model, provenance.table)
             if not _is_sorted(model.graph):
                 model.graph.sort()
-        for skipped in self.skipped:
+        for skipped in run.skipped:
             logger.info(
                 "functionize left %d node(s) (%s): %s",
                 len(skipped.nodes),
@@ -124,13 +141,13 @@ class FunctionizePass(ir.passes.InPlacePass):
         logger.info(
             "functionize(level=%r): %d call(s) of %d function(s); %d group(s) left as they were",
             self.level,
-            self.calls,
+            run.calls,
             len(wrapper.functions),
-            len(self.skipped),
+            len(run.skipped),
         )
-        return ir.passes.PassResult(model, modified=self.calls > 0)
+        return FunctionizeResult(model, run.calls > 0, run.calls, tuple(run.skipped))
 
-    def _wrap(self, wrapper: Wrapper, provenance: Provenance, region: Region) -> ir.Node:
+    def _wrap(self, wrapper: Wrapper, provenance: Provenance, region: Region, run: _Run) -> ir.Node:
         indices: set[int] = set()
         for node in region.nodes:
             indices.update(provenance.node_sources.get(node, frozenset()))
@@ -143,7 +160,7 @@ class FunctionizePass(ir.passes.InPlacePass):
         )
         old_sources = [provenance.value_sources.get(value) for value in outputs]
         call = wrapper.wrap(region, metadata)
-        self.calls += 1
+        run.calls += 1
         provenance.node_sources[call] = frozenset(indices)
         for value, sources in zip(call.outputs, old_sources, strict=True):
             if sources is not None:
@@ -152,13 +169,13 @@ class FunctionizePass(ir.passes.InPlacePass):
 
     # -- level="aten" -------------------------------------------------------------------
 
-    def _aten(self, model: ir.Model, provenance: Provenance, wrapper: Wrapper) -> None:
+    def _aten(self, model: ir.Model, provenance: Provenance, wrapper: Wrapper, run: _Run) -> None:
         groups: dict[str, list[ir.Node]] = {}
         primaries: dict[str, int] = {}
         orphans: list[ir.Node] = []
         for node in model.graph:
             if has_subgraphs(node):
-                self.skipped.append(Skipped((_label(node),), "holds subgraphs (If/Loop/Scan)"))
+                run.skipped.append(Skipped((_label(node),), "holds subgraphs (If/Loop/Scan)"))
                 continue
             primary = _primary(node, provenance)
             if primary is None:
@@ -168,28 +185,27 @@ class FunctionizePass(ir.passes.InPlacePass):
             groups.setdefault(key, []).append(node)
             primaries.setdefault(key, primary)
         if orphans:
-            self.skipped.append(
+            run.skipped.append(
                 Skipped(tuple(_label(n) for n in orphans), "no FX node with an ATen schema")
             )
         names = _value_names(model.graph)
-        schemas = load_schemas(model.metadata_props.get(ATEN_SCHEMAS_KEY))
         order = {node: index for index, node in enumerate(model.graph)}
         regions: list[Region] = []
         for key, nodes in groups.items():
             source = provenance.table[primaries[key]]
-            call = call_of(source.metadata, names, schemas)
+            call = call_of(source.metadata, names)
             labels = tuple(_label(node) for node in nodes)
             if call is None:
-                self.skipped.append(Skipped(labels, f"{source.target}: no ATen schema found"))
+                run.skipped.append(Skipped(labels, f"{source.target}: no ATen schema found"))
                 continue
             if not wrapper.is_convex(nodes, order):
-                self.skipped.append(
+                run.skipped.append(
                     Skipped(labels, f"{call.target}: a path leaves these nodes and comes back")
                 )
                 continue
             region = _aten_region(key, nodes, call, provenance)
             if isinstance(region, str):
-                self.skipped.append(Skipped(labels, region))
+                run.skipped.append(Skipped(labels, region))
                 continue
             regions.append(region)
         # Consumers read their own copies of external constants before any wrapping, so
@@ -197,14 +213,16 @@ class FunctionizePass(ir.passes.InPlacePass):
         for region in regions:
             _detach_constants(region)
         for region in regions:
-            self._wrap(wrapper, provenance, region)
+            self._wrap(wrapper, provenance, region, run)
         for name, value in list(model.graph.initializers.items()):
             if not value.uses() and not value.is_graph_output():
                 del model.graph.initializers[name]
 
     # -- level="module" -----------------------------------------------------------------
 
-    def _modules(self, model: ir.Model, provenance: Provenance, wrapper: Wrapper) -> None:
+    def _modules(
+        self, model: ir.Model, provenance: Provenance, wrapper: Wrapper, run: _Run
+    ) -> None:
         chains: dict[ir.Node, list[tuple[str, str]]] = {}
         for node in model.graph:
             primary = _primary(node, provenance)
@@ -228,11 +246,11 @@ class FunctionizePass(ir.passes.InPlacePass):
                 continue
             labels = tuple(_label(node) for node in nodes)
             if any(has_subgraphs(node) for node in nodes):
-                self.skipped.append(Skipped(labels, f"module {path!r} holds subgraphs"))
+                run.skipped.append(Skipped(labels, f"module {path!r} holds subgraphs"))
                 continue
             order = {node: index for index, node in enumerate(model.graph)}
             if not wrapper.is_convex(nodes, order):
-                self.skipped.append(
+                run.skipped.append(
                     Skipped(labels, f"module {path!r}: a path leaves its nodes and comes back")
                 )
                 continue
@@ -248,12 +266,12 @@ class FunctionizePass(ir.passes.InPlacePass):
                 function_metadata={MODULE_CLASS_KEY: cls},
                 doc_string=cls,
             )
-            call = self._wrap(wrapper, provenance, region)
+            call = self._wrap(wrapper, provenance, region, run)
             chains[call] = chains[nodes[0]][: depth - 1]
         _name_nested_variants(model, wrapper)
         unwrapped = [_label(node) for node in model.graph if node.domain != MODULE_DOMAIN]
         if unwrapped:
-            self.skipped.append(Skipped(tuple(unwrapped), "in no module below the root"))
+            run.skipped.append(Skipped(tuple(unwrapped), "in no module below the root"))
 
 
 def _name_nested_variants(model: ir.Model, wrapper: Wrapper) -> None:
@@ -493,9 +511,8 @@ def functionize(
 
     Returns:
         The functionized model, of the same kind as ``model``. What was left as it was is
-        logged (logger ``modelprov.onnx._functionize``); use :class:`FunctionizePass` to get
-        it as :attr:`FunctionizePass.skipped`.
+        logged (logger ``modelprov.onnx._functionize``); :class:`FunctionizePass` returns
+        it as :attr:`FunctionizeResult.skipped`.
     """
-    working = to_ir_copy(model)
-    FunctionizePass(level=level, policies=policies)(working)
-    return to_kind(working, model)
+    functionized, _ = run_on_copy(FunctionizePass(level=level, policies=policies), model)
+    return functionized

@@ -12,41 +12,107 @@ from __future__ import annotations
 
 import collections
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, overload
 
 import onnx
 import onnx_ir as ir
 
-from modelprov.onnx._call_provenance import rewrite_table
-from modelprov.onnx._convert import to_ir_copy, to_kind
-from modelprov.onnx._provenance import Provenance
-from modelprov.onnx._wrap import (
+from modelprov.errors import MetadataError
+from modelprov.keys import (
     ATEN_DOMAIN,
     CONSTANT_OF_KEY,
     INLINE_KEY,
-    INLINE_VERSION,
+    INLINE_OUTPUTS_META,
     MODULE_DOMAIN,
-    type_from_json,
 )
+from modelprov.onnx._call_provenance import rewrite_table
+from modelprov.onnx._convert import run_on_copy
+from modelprov.onnx._provenance import Provenance
+from modelprov.onnx._wrap import INLINE_VERSION, type_from_json
 
 __all__ = ["InlinePass", "inline"]
 
 _DOMAINS = (ATEN_DOMAIN, MODULE_DOMAIN)
 
 
-def _record(call: ir.Node) -> list[dict[str, Any]] | None:
+def _record(call: ir.Node, body_size: int) -> list[dict[str, Any]] | None:
+    """The call's checked ``modelprov.inline`` record; None when it has none.
+
+    A record that is there but unreadable, of another version, of another length than the
+    body, or with fields of the wrong type is a MetadataError naming the call: inlining
+    with the body's names and metadata instead would give this call another call's
+    provenance.
+    """
     text = call.metadata_props.get(INLINE_KEY)
-    if not text:
+    if text is None:
         return None
+    where = f"node {call.name!r}: its {INLINE_KEY!r} record"
+    fix = "; restore it from the functionized model or remove the key to inline without it"
+    if not isinstance(text, str):
+        raise MetadataError(f"{where} is not valid UTF-8{fix}")
     try:
         document = json.loads(text)
-    except ValueError:
-        return None
-    if not isinstance(document, dict) or document.get("version") != INLINE_VERSION:
-        return None
+    except (ValueError, RecursionError):
+        raise MetadataError(f"{where} is not valid JSON{fix}") from None
+    if not isinstance(document, dict):
+        raise MetadataError(f"{where} is not a JSON object{fix}")
+    version = document.get("version")
+    if type(version) is not int or version != INLINE_VERSION:
+        raise MetadataError(
+            f"{where} has version {version!r}; this modelprov reads version {INLINE_VERSION}"
+        )
     nodes = document.get("nodes")
-    return nodes if isinstance(nodes, list) else None
+    if not isinstance(nodes, list) or len(nodes) != body_size:
+        raise MetadataError(
+            f"{where} must list {body_size} nodes, one per body node of "
+            f"{call.domain}::{call.op_type}{fix}"
+        )
+    for position, entry in enumerate(nodes):
+        problem = _entry_problem(entry)
+        if problem:
+            raise MetadataError(f"{where}, node {position}: {problem}{fix}")
+    return nodes
+
+
+def _is_str_map(value: object, *, nullable: bool = False) -> bool:
+    return isinstance(value, dict) and all(
+        isinstance(k, str) and (isinstance(v, str) or (nullable and v is None))
+        for k, v in value.items()
+    )
+
+
+def _entry_problem(entry: object) -> str:
+    """What is wrong with one node entry of an inline record ('' when nothing)."""
+    if not isinstance(entry, dict):
+        return "must be a JSON object"
+    checks: dict[str, Callable[[Any], bool]] = {
+        "name": lambda v: isinstance(v, str),
+        "outputs": lambda v: isinstance(v, list) and all(isinstance(i, str) for i in v),
+        "types": lambda v: isinstance(v, list) and all(_is_type(i) for i in v),
+        "meta": lambda v: _is_str_map(v, nullable=True),
+        "value_meta": lambda v: isinstance(v, list) and all(_is_str_map(i) for i in v),
+        "constant_of": lambda v: isinstance(v, str),
+    }
+    for field, check in checks.items():
+        if field in entry and not check(entry[field]):
+            return f"field {field!r} has the wrong type ({str(entry[field])[:40]!r})"
+    return ""
+
+
+def _is_type(entry: object) -> bool:
+    """True for :func:`type_json`'s form: ``[dtype, dims or null]`` or null."""
+    if entry is None:
+        return True
+    if not isinstance(entry, list) or len(entry) != 2 or type(entry[0]) is not int:
+        return False
+    if entry[0] not in {int(member) for member in ir.DataType}:
+        return False
+    dims = entry[1]
+    return dims is None or (
+        isinstance(dims, list)
+        and all(d is None or isinstance(d, str) or (type(d) is int and d >= 0) for d in dims)
+    )
 
 
 class InlinePass(ir.passes.InPlacePass):
@@ -61,9 +127,18 @@ class InlinePass(ir.passes.InPlacePass):
         placeholders: list[tuple[ir.Node, str]] = []
         expanded = 0
         pending = collections.deque(node for node in graph if _is_ours(node, functions))
+        bodies_used: set[ir.OperatorIdentifier] = set()
         while pending:
             call = pending.popleft()
-            new_nodes = _expand(call, functions[call.op_identifier()], names, placeholders)
+            identifier = call.op_identifier()
+            new_nodes = _expand(
+                call,
+                functions[identifier],
+                names,
+                placeholders,
+                owns_body=identifier not in bodies_used,
+            )
+            bodies_used.add(identifier)
             graph.insert_before(call, new_nodes)
             for old, new in zip(call.outputs, _function_outputs(call, new_nodes), strict=True):
                 old.replace_all_uses_with(new, replace_graph_outputs=True)
@@ -71,10 +146,10 @@ class InlinePass(ir.passes.InPlacePass):
             expanded += 1
             pending.extendleft(reversed([node for node in new_nodes if _is_ours(node, functions)]))
         _resolve_constants(graph, placeholders)
-        _drop_unused_functions(model)
+        dropped = _drop_unused_functions(model)
         if expanded:
             rewrite_table(model, provenance.table)
-        return ir.passes.PassResult(model, modified=expanded > 0)
+        return ir.passes.PassResult(model, modified=expanded > 0 or dropped)
 
 
 def _is_ours(node: ir.Node, functions: Mapping[ir.OperatorIdentifier, ir.Function]) -> bool:
@@ -102,7 +177,7 @@ class _Names:
 
 
 def _function_outputs(call: ir.Node, new_nodes: list[ir.Node]) -> list[ir.Value]:
-    mapping: dict[str, ir.Value] = call.meta["modelprov.outputs"]
+    mapping: dict[str, ir.Value] = call.meta[INLINE_OUTPUTS_META]
     return [mapping[str(index)] for index in range(len(call.outputs))]
 
 
@@ -111,11 +186,16 @@ def _expand(
     function: ir.Function,
     names: _Names,
     placeholders: list[tuple[ir.Node, str]],
+    *,
+    owns_body: bool,
 ) -> list[ir.Node]:
-    """Copies of the body's nodes for one call, with the call's own names and metadata."""
-    record = _record(call)
-    if record is not None and len(record) != len(function):
-        record = None
+    """Copies of the body's nodes for one call, with the call's own names and metadata.
+
+    A call without a record takes the body's metadata only when it ``owns_body`` (the
+    first call, whose nodes the body is); any other such call gives every node its own
+    metadata (its sources), never the first call's.
+    """
+    record = _record(call, len(function))
     base = {k: v for k, v in call.metadata_props.items() if k != INLINE_KEY}
     values: dict[ir.Value, ir.Value | None] = {}
     for index, value in enumerate(function.inputs):
@@ -138,8 +218,10 @@ def _expand(
                     metadata[key] = value
             if "constant_of" in entry:
                 metadata = {CONSTANT_OF_KEY: entry["constant_of"]}
-        else:
+        elif owns_body or CONSTANT_OF_KEY in node.metadata_props:
             metadata = dict(node.metadata_props)
+        else:
+            metadata = dict(base)
         name = entry.get("name", node.name or "")
         copy = ir.Node(
             node.domain,
@@ -172,13 +254,16 @@ def _expand(
             else:
                 new.type = old.type
                 new.shape = old.shape
-            meta = values_meta[index] if index < len(values_meta) else old.metadata_props
-            new.metadata_props.update(meta if record is not None else old.metadata_props)
+            if record is not None:
+                meta = values_meta[index] if index < len(values_meta) else old.metadata_props
+                new.metadata_props.update(meta)
+            elif owns_body:
+                new.metadata_props.update(old.metadata_props)
         constant_of = copy.metadata_props.get(CONSTANT_OF_KEY)
         if constant_of is not None:
             placeholders.append((copy, constant_of))
         new_nodes.append(copy)
-    call.meta["modelprov.outputs"] = outputs
+    call.meta[INLINE_OUTPUTS_META] = outputs
     return new_nodes
 
 
@@ -206,7 +291,9 @@ def _resolve_constants(graph: ir.Graph, placeholders: list[tuple[ir.Node, str]])
         graph.remove(node, safe=True)
 
 
-def _drop_unused_functions(model: ir.Model) -> None:
+def _drop_unused_functions(model: ir.Model) -> bool:
+    """Removes functionize's functions and domains nothing uses; True when it removed any."""
+    dropped = False
     in_graph = {node.op_identifier() for node in ir.traversal.RecursiveGraphIterator(model.graph)}
     while True:
         used = set(in_graph)
@@ -218,11 +305,14 @@ def _drop_unused_functions(model: ir.Model) -> None:
             break
         for key in unused:
             del model.functions[key]
+            dropped = True
     domains = {key[0] for key in model.functions}
     domains.update(key[0] for key in in_graph)
     for domain in _DOMAINS:
-        if domain not in domains:
-            model.opset_imports.pop(domain, None)
+        if domain not in domains and domain in model.opset_imports:
+            del model.opset_imports[domain]
+            dropped = True
+    return dropped
 
 
 @overload
@@ -239,6 +329,5 @@ def inline(model: onnx.ModelProto | ir.Model) -> onnx.ModelProto | ir.Model:
         The inlined model, of the same kind; for ``inline(functionize(m))`` node for node
         ``m`` (ops, attributes, topology, names, metadata).
     """
-    working = to_ir_copy(model)
-    InlinePass()(working)
-    return to_kind(working, model)
+    inlined, _ = run_on_copy(InlinePass(), model)
+    return inlined

@@ -18,10 +18,12 @@ import onnx_ir as ir
 
 from modelprov._correspond import all_nodes
 from modelprov._gc import gc_paused
-from modelprov._sources import TABLE_KEY, Source, SourceTable, collect_sources
-from modelprov.onnx._provenance import node_label
+from modelprov._sources import TABLE_KEY, Source, SourceTable, collect_sources, node_label
+from modelprov.errors import UsageError
+from modelprov.keys import ATEN_DOMAIN, MODULE_DOMAIN
+from modelprov.onnx._duplicates import merged_entries
 
-__all__ = ["SourceIndex", "node_sources", "proto_nodes", "sources"]
+__all__ = ["SourceIndex", "function_body_sources", "node_sources", "proto_nodes", "sources"]
 
 _PROTO_CACHE_SIZE = 2
 """ModelProto cannot be weakly referenced: the cache keeps this many of them alive."""
@@ -40,8 +42,8 @@ def proto_nodes(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
     return result
 
 
-def _proto_metadata(node: onnx.NodeProto) -> dict[str, str]:
-    return {entry.key: entry.value for entry in node.metadata_props}
+def _proto_metadata(node: onnx.NodeProto, label: str) -> dict[str, str]:
+    return merged_entries(node.metadata_props, where=label)
 
 
 class SourceIndex:
@@ -68,13 +70,15 @@ class SourceIndex:
             nodes = all_nodes(model.graph)
             model_metadata: Mapping[str, str] = model.metadata_props
             metadata = [dict(node.metadata_props) for node in nodes]
-            labels = [node_label(node, i) for i, node in enumerate(nodes)]
+            labels = [node_label(node.name, node.op_type, i) for i, node in enumerate(nodes)]
             self._top_level = len(model.graph)
         elif isinstance(model, onnx.ModelProto):
             nodes = proto_nodes(model.graph)
-            model_metadata = {entry.key: entry.value for entry in model.metadata_props}
-            metadata = [_proto_metadata(node) for node in nodes]
-            labels = [node.name or f"{node.op_type}@{i}" for i, node in enumerate(nodes)]
+            model_metadata = merged_entries(model.metadata_props, where="model")
+            labels = [node_label(node.name, node.op_type, i) for i, node in enumerate(nodes)]
+            metadata = [
+                _proto_metadata(node, label) for node, label in zip(nodes, labels, strict=True)
+            ]
             self._top_level = len(model.graph.node)
         else:
             raise TypeError(
@@ -119,11 +123,11 @@ class SourceIndex:
         return None
 
     def sources(self, node: onnx.NodeProto | ir.Node) -> list[Source]:
-        """The original operations a node computes, in source order (ValueError if the
+        """The original operations a node computes, in source order (UsageError if the
         node was not in the model when the index was built)."""
         position = self._find(node)
         if position is None:
-            raise ValueError(f"node {node.name!r} is not a node of this model")
+            raise UsageError(f"node {node.name!r} is not a node of this model")
         return list(self._sources[position])
 
     def current(self, node: onnx.NodeProto | ir.Node | None = None) -> bool:
@@ -158,7 +162,8 @@ class SourceIndex:
             return False
         if isinstance(node, ir.Node):
             return node.metadata_props == self._metadata[position]
-        return _proto_metadata(node) == self._metadata[position]
+        label = node_label(node.name, node.op_type, position)
+        return _proto_metadata(node, label) == self._metadata[position]
 
 
 _IR_CACHE: weakref.WeakKeyDictionary[ir.Model, SourceIndex] = weakref.WeakKeyDictionary()
@@ -185,6 +190,33 @@ def source_index(model: onnx.ModelProto | ir.Model) -> SourceIndex:
 def node_sources(model: ir.Model) -> list[tuple[ir.Node, list[Source]]]:
     """Every node of the model (subgraphs included) with its sources, in graph order."""
     return [(node, found) for node, found in source_index(model) if isinstance(node, ir.Node)]
+
+
+def function_body_sources(model: ir.Model) -> list[tuple[ir.Node, list[Source]]]:
+    """The nodes in the bodies of the model's own (user) functions with their sources.
+
+    Bodies functionize made (the ATen and module function domains) are left out:
+    they hold the first call's nodes, whose sources the calls carry.
+    """
+    own = (ATEN_DOMAIN, MODULE_DOMAIN)
+    nodes = [
+        node
+        for function in model.functions.values()
+        if function.domain not in own
+        for node in ir.traversal.RecursiveGraphIterator(function)
+    ]
+    if not nodes:
+        return []
+    table, node_ids = collect_sources(
+        dict(model.metadata_props),
+        [
+            (f"{node.name or node.op_type}@body{i}", dict(node.metadata_props))
+            for i, node in enumerate(nodes)
+        ],
+    )
+    return [
+        (node, [table.by_id(i) for i in ids]) for node, ids in zip(nodes, node_ids, strict=True)
+    ]
 
 
 def sources(model: onnx.ModelProto | ir.Model, node: onnx.NodeProto | ir.Node) -> list[Source]:

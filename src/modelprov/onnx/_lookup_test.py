@@ -13,9 +13,8 @@ import torch
 
 import modelprov
 from modelprov import _examples
-from modelprov._sources import TABLE_KEY, Source, SourceTable, collect_sources
+from modelprov._sources import TABLE_KEY, Source, SourceTable, collect_sources, node_label
 from modelprov.onnx._lookup import SourceIndex, proto_nodes
-from modelprov.onnx._provenance import node_label
 
 
 @functools.cache
@@ -39,7 +38,10 @@ def _read_whole_model(model: ir.Model, node: ir.Node) -> list[Source]:
     nodes = list(ir.traversal.RecursiveGraphIterator(model.graph))
     table, node_ids = collect_sources(
         dict(model.metadata_props),
-        [(node_label(each, i), dict(each.metadata_props)) for i, each in enumerate(nodes)],
+        [
+            (node_label(each.name, each.op_type, i), dict(each.metadata_props))
+            for i, each in enumerate(nodes)
+        ],
     )
     position = next(i for i, each in enumerate(nodes) if each is node)
     return [table.by_id(i) for i in node_ids[position]]

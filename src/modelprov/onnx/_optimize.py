@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 import logging
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, overload
 
 import onnx
@@ -18,13 +19,20 @@ import onnx_ir.passes.common as common_passes
 import onnxscript.optimizer
 import onnxscript.rewriter
 
-from modelprov._correspond import Change, Snapshot, diff
+from modelprov._correspond import Change, Snapshot, all_nodes, diff
 from modelprov._stack_trace import TraceOptions
-from modelprov.onnx._convert import to_ir_copy, to_kind
+from modelprov.onnx._convert import run_on_copy
+from modelprov.onnx._function_bodies import (
+    add_body_sources,
+    calls_functions,
+    inline_modelprov_calls,
+    inline_user_functions,
+)
+from modelprov.onnx._model_state import model_state
 from modelprov.onnx._provenance import Provenance
 from modelprov.policy import Policies
 
-__all__ = ["OptimizeProvenancePass", "StepRecord", "optimize"]
+__all__ = ["OptimizeProvenancePass", "OptimizeResult", "StepRecord", "optimize"]
 
 logger = logging.getLogger(__name__)
 
@@ -72,6 +80,14 @@ def track(
     )
 
 
+@dataclasses.dataclass
+class OptimizeResult(ir.passes.PassResult):
+    """The pass's result: the model, whether it changed, and what each step did."""
+
+    steps: tuple[StepRecord, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class OptimizeProvenancePass(ir.passes.InPlacePass):
     """onnxscript's optimizer plus user rewrite rules, with provenance kept by the policies.
 
@@ -82,67 +98,103 @@ class OptimizeProvenancePass(ir.passes.InPlacePass):
     every node's sources are updated; at the end metadata is written by the policies.
 
     With ``per_pass=True`` the optimizer runs as the sequence of public passes it is made
-    of (inlining; twice constant folding and the default rewrite rules; unused-node removal,
-    constant lifting, initializer deduplication, CSE, output and name fixing), each tracked
-    on its own, so ``steps`` says which pass merged or lost what. The graph is the same;
-    it costs one snapshot per pass.
+    of (inlining; up to twice constant folding and the default rewrite rules; unused-node
+    removal, constant lifting, initializer deduplication, CSE, output and name fixing), each
+    tracked on its own, so the result's ``steps`` say which pass merged or lost what. The
+    graph is the same; it costs one snapshot per pass.
+
+    The fields are the options; results are returned (:class:`OptimizeResult`), never kept
+    on the pass, so one instance may run on many models. ``modified`` is true exactly when
+    the graph or its metadata changed.
     """
 
-    def __init__(
-        self,
-        *,
-        policies: Policies | None = None,
-        rules: Sequence[Any] | None = None,
-        trace_options: TraceOptions | None = None,
-        per_pass: bool = False,
-    ) -> None:
-        super().__init__()
-        self.policies = policies
-        self.rules = list(rules) if rules else []
-        self.trace_options = trace_options
-        self.per_pass = per_pass
-        self.steps: list[StepRecord] = []
+    policies: Policies | None = None
+    rules: Sequence[Any] | None = None
+    trace_options: TraceOptions | None = None
+    per_pass: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "rules", tuple(self.rules or ()))
+
+    def __call__(self, model_or_result: ir.Model | ir.passes.PassResult, /) -> OptimizeResult:
+        result = super().__call__(model_or_result)
+        assert isinstance(result, OptimizeResult)  # call() makes one
+        return result
 
     def _optimizer(self, model: ir.Model, provenance: Provenance, label: str) -> list[StepRecord]:
         if not self.per_pass:
             return [track(model, provenance, label, lambda: _optimize_ir(model))]
-        return [
-            track(model, provenance, f"{label}: {name}", step)
-            for name, step in _optimizer_passes(model)
-        ]
+        return _run_optimizer_passes(model, provenance, label)
 
-    def call(self, model: ir.Model) -> ir.passes.PassResult:
+    def call(self, model: ir.Model) -> OptimizeResult:
+        before = model_state(model)
+        inline_modelprov_calls(model)
         provenance = Provenance.read(model, trace_options=self.trace_options)
-        self.steps = self._optimizer(model, provenance, "onnxscript.optimizer")
+        steps: list[StepRecord] = []
+        if calls_functions(model):
+            old_nodes = set(all_nodes(model.graph))
+            calls = [
+                dict(n.metadata_props) for n in old_nodes if n.op_identifier() in model.functions
+            ]
+            steps.append(
+                track(model, provenance, "inline functions", lambda: inline_user_functions(model))
+            )
+            add_body_sources(provenance, model, old_nodes, calls)
+        steps += self._optimizer(model, provenance, "onnxscript.optimizer")
         if self.rules:
+            rules = list(self.rules)
             record = track(
                 model,
                 provenance,
                 "user rules",
-                lambda: onnxscript.rewriter.rewrite(model, pattern_rewrite_rules=self.rules),
+                lambda: onnxscript.rewriter.rewrite(model, pattern_rewrite_rules=rules),
             )
-            self.steps.append(record)
+            steps.append(record)
             if record.new_nodes or record.removed_nodes:
-                self.steps.extend(
+                steps.extend(
                     self._optimizer(model, provenance, "onnxscript.optimizer (after user rules)")
                 )
         provenance.write(model, policies=self.policies, trace_options=self.trace_options)
-        return ir.passes.PassResult(model, modified=True)
+        return OptimizeResult(model, model_state(model) != before, tuple(steps))
 
 
 def _optimize_ir(model: ir.Model) -> None:
     onnxscript.optimizer.optimize_ir(model)
 
 
-def _optimizer_passes(model: ir.Model) -> Iterator[tuple[str, Callable[[], object]]]:
-    """optimize_ir's default pipeline as its public passes, in order (lazily, one by one)."""
-    yield "inline functions", lambda: common_passes.InlinePass()(model)
-    for iteration in (1, 2):
-        yield (
-            f"fold constants ({iteration})",
-            lambda: onnxscript.optimizer.fold_constants(model, onnx_shape_inference=True),
+def _run_optimizer_passes(model: ir.Model, provenance: Provenance, label: str) -> list[StepRecord]:
+    """optimize_ir's default pipeline run as its public passes, each step tracked.
+
+    The loop is onnxscript's public ``fold_constants`` and ``rewrite`` (which applies the
+    default rules and removes unused nodes, functions and opsets), repeated while it changes
+    the model, as optimize_ir's inner PassManager does; the options are optimize_ir's own
+    defaults, read from its signature. A test compares the graph with optimize_ir's.
+    """
+    signature = inspect.signature(onnxscript.optimizer.optimize_ir)
+    defaults = {name: parameter.default for name, parameter in signature.parameters.items()}
+    steps: list[StepRecord] = []
+
+    def step(name: str, run: Callable[[], object]) -> bool:
+        state = model_state(model)
+        steps.append(track(model, provenance, f"{label}: {name}", run))
+        return model_state(model) != state
+
+    if defaults["inline"]:
+        step("inline functions", lambda: common_passes.InlinePass()(model))
+    fold = functools.partial(
+        onnxscript.optimizer.fold_constants,
+        model,
+        onnx_shape_inference=defaults["onnx_shape_inference"],
+        input_size_limit=defaults["input_size_limit"],
+        output_size_limit=defaults["output_size_limit"],
+    )
+    for iteration in range(1, defaults["num_iterations"] + 1):
+        folded = step(f"fold constants ({iteration})", fold)
+        rewritten = step(
+            f"default rewrite rules ({iteration})", lambda: onnxscript.rewriter.rewrite(model)
         )
-        yield f"default rewrite rules ({iteration})", lambda: onnxscript.rewriter.rewrite(model)
+        if defaults["stop_if_no_change"] and not (folded or rewritten):
+            break
     tail: list[tuple[str, ir.passes.PassBase]] = [
         ("remove unused nodes", common_passes.RemoveUnusedNodesPass()),
         (
@@ -156,7 +208,8 @@ def _optimizer_passes(model: ir.Model) -> Iterator[tuple[str, Callable[[], objec
         ("fix names", common_passes.NameFixPass()),
     ]
     for name, each in tail:
-        yield name, functools.partial(each, model)
+        step(name, functools.partial(each, model))
+    return steps
 
 
 @overload
@@ -193,6 +246,8 @@ def optimize(
     Returns:
         The optimized model, of the same kind as ``model``.
     """
-    working = to_ir_copy(model)
-    OptimizeProvenancePass(policies=policies, rules=rules, trace_options=trace_options)(working)
-    return to_kind(working, model)
+    optimize_pass = OptimizeProvenancePass(
+        policies=policies, rules=rules, trace_options=trace_options
+    )
+    optimized, _ = run_on_copy(optimize_pass, model, policies)
+    return optimized

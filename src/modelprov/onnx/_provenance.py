@@ -13,20 +13,23 @@ from collections.abc import Iterable, Mapping
 
 import onnx_ir as ir
 
-from modelprov import _stack_trace
+from modelprov import _sources, _stack_trace
 from modelprov._correspond import Change, all_graphs, all_nodes
 from modelprov._sources import (
+    Source,
+    SourceTable,
+    carries_source,
+    collect_sources,
+    dump_ids,
+    parse_ids,
+)
+from modelprov.keys import (
+    KEPT_FOR_RECALL_KEY,
     NODE_SOURCES_KEY,
     OUTPUT_OF_KEY,
     RESERVED_PREFIX,
     STACK_TRACE_KEY,
     TABLE_KEY,
-    Source,
-    SourceTable,
-    collect_sources,
-    dump_ids,
-    own_source_id,
-    parse_ids,
 )
 from modelprov.policy import DEFAULT_POLICIES, MergeContext, Policies
 
@@ -37,7 +40,7 @@ logger = logging.getLogger(__name__)
 
 def node_label(node: ir.Node, position: int) -> str:
     """A node's name, or ``<op_type>@<position>`` for unnamed nodes."""
-    return node.name or f"{node.op_type}@{position}"
+    return _sources.node_label(node.name, node.op_type, position)
 
 
 def _rewritten(source: Source, options: _stack_trace.TraceOptions) -> Source:
@@ -46,7 +49,7 @@ def _rewritten(source: Source, options: _stack_trace.TraceOptions) -> Source:
         return source
     metadata = dict(source.metadata)
     metadata[STACK_TRACE_KEY] = _stack_trace.rewrite_paths(trace, options)
-    return Source.from_metadata(source.id, metadata)
+    return Source.from_metadata(source.id, metadata, user_code=options.user_code)
 
 
 @dataclasses.dataclass
@@ -57,6 +60,8 @@ class Provenance:
     node_sources: dict[ir.Node, frozenset[int]]
     value_sources: dict[ir.Value, frozenset[int]]
     lost: set[int] = dataclasses.field(default_factory=set)
+    kept_for_recall: dict[ir.Node, frozenset[int]] = dataclasses.field(default_factory=dict)
+    """Per node, the sources it carries only so that they are not lost."""
 
     @classmethod
     def read(
@@ -79,18 +84,28 @@ class Provenance:
         }
         provenance = cls(table=table, node_sources=node_sources, value_sources={})
         provenance.value_sources = provenance._read_value_sources(model)
+        for position, node in enumerate(nodes):
+            marked = node.metadata_props.get(KEPT_FOR_RECALL_KEY)
+            if marked is None:
+                continue
+            where = f"node {node_label(node, position)!r}"
+            ids = parse_ids(marked, where=where)
+            provenance.kept_for_recall[node] = (
+                frozenset(table.index_of(i) for i in ids if i in table) & node_sources[node]
+            )
         return provenance
 
     def _read_value_sources(self, model: ir.Model) -> dict[ir.Value, frozenset[int]]:
         derived = self.derived_value_sources(model)
         result: dict[ir.Value, frozenset[int]] = {}
-        for value, sources in derived.items():
+        # Every node output: an explicit output_of also counts on a node with several sources.
+        for value in (value for node in all_nodes(model.graph) for value in node.outputs):
             explicit = value.metadata_props.get(OUTPUT_OF_KEY)
             if explicit is not None:
                 ids = parse_ids(explicit, where=f"value {value.name!r}")
                 result[value] = frozenset(self.table.index_of(i) for i in ids if i in self.table)
-            else:
-                result[value] = sources
+            elif value in derived:
+                result[value] = derived[value]
         return result
 
     def derived_value_sources(self, model: ir.Model) -> dict[ir.Value, frozenset[int]]:
@@ -111,15 +126,59 @@ class Provenance:
         return result
 
     def apply(self, change: Change, graph: ir.Graph) -> None:
-        """Moves sources along one step's change (surviving nodes keep theirs)."""
-        updated: dict[ir.Node, frozenset[int]] = {
-            node: self.node_sources.get(old, frozenset()) for node, old in change.same.items()
-        }
+        """Moves sources along one step's change (surviving nodes keep theirs).
+
+        A node computes the sources of the nodes it took over. From a constant it folded
+        it takes only sources that are not operations computing on data elsewhere (a
+        constant torch's exporter shares belongs to the operation it was created for), and
+        nothing from what lies behind a ``Shape`` or ``Size`` it folded. Such sources are
+        given to it only if no node keeps them otherwise (recall wins), and marked
+        (:data:`KEPT_FOR_RECALL_KEY`).
+        """
+        operations: set[int] = set()
+        for old, ids in self.node_sources.items():
+            if old not in change.constant:
+                operations.update(ids)
+        updated: dict[ir.Node, frozenset[int]] = {}
+        deferred: dict[ir.Node, set[int]] = {}
+        for node, old in change.same.items():
+            marked = self.kept_for_recall.get(old, frozenset())
+            updated[node] = self.node_sources.get(old, frozenset()) - marked
+            if marked:
+                deferred.setdefault(node, set()).update(marked)
         for node, claimed in change.absorbed.items():
-            merged = set(updated.get(node, frozenset()))
+            computed = set(updated.get(node, frozenset()))
+            own_outputs = change.produced.get(node, set())
             for old_node in claimed:
-                merged.update(self.node_sources.get(old_node, frozenset()))
+                if old_node not in change.constant or old_node in own_outputs:
+                    marked = self.kept_for_recall.get(old_node, frozenset())
+                    computed.update(self.node_sources.get(old_node, frozenset()) - marked)
+                    deferred.setdefault(node, set()).update(marked)
+            merged = set(computed)
+            for old_node in claimed:
+                if old_node not in change.constant or old_node in own_outputs:
+                    continue
+                for index in self.node_sources.get(old_node, frozenset()):
+                    if index in computed or index not in operations:
+                        merged.add(index)
+                    else:
+                        deferred.setdefault(node, set()).add(index)
             updated[node] = frozenset(merged)
+        for node, extra in change.fallback.items():
+            for old_node in extra:
+                deferred.setdefault(node, set()).update(
+                    self.node_sources.get(old_node, frozenset())
+                )
+        strict: set[int] = set()
+        for sources in updated.values():
+            strict.update(sources)
+        kept_for_recall: dict[ir.Node, frozenset[int]] = {}
+        for node, indices in deferred.items():
+            missing = frozenset(indices - strict)
+            if missing:
+                updated[node] = updated.get(node, frozenset()) | missing
+                kept_for_recall[node] = missing
+        self.kept_for_recall = kept_for_recall
         for new_value, olds in change.replaced.items():
             merged = set(self.value_sources.get(new_value, frozenset()))
             for old_value in olds:
@@ -172,6 +231,9 @@ class Provenance:
             node.metadata_props.update(merged)
             node.metadata_props.update(foreign)
             label = node_label(node, position)
+            marked = self.kept_for_recall.get(node)
+            if marked:
+                node.metadata_props[KEPT_FOR_RECALL_KEY] = dump_ids(self.table.ids(sorted(marked)))
             if len(indices) == 1 and self._carries(indices[0], label, merged):
                 carried.add(self.table[indices[0]].id)
             elif indices:
@@ -185,8 +247,7 @@ class Provenance:
 
     def _carries(self, index: int, label: str, merged: Mapping[str, str]) -> bool:
         """True when a node's own metadata identifies and holds its one source verbatim."""
-        source = self.table[index]
-        return dict(merged) == dict(source.metadata) and own_source_id(label, merged) == source.id
+        return carries_source(label, merged, self.table[index])
 
     def _write_value(
         self, value: ir.Value, policies: Policies, derived: frozenset[int] | None

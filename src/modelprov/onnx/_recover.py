@@ -23,7 +23,7 @@ import dataclasses
 import logging
 import os
 from collections.abc import Iterable
-from typing import overload
+from typing import Any, overload
 
 import onnx
 import onnx_ir as ir
@@ -31,24 +31,28 @@ import onnx_ir.passes.common as common_passes
 
 from modelprov._correspond import Change, Snapshot, all_nodes, diff
 from modelprov._io import load_model_proto
+from modelprov._proto_check import check_proto, read_proto
 from modelprov.errors import CorrespondenceError
+from modelprov.keys import CONFIDENCE_KEY, RECOVER_REPORT_FORMAT
+from modelprov.onnx._correspondence_check import correspondence_problems
+from modelprov.onnx._duplicates import merged_entries
 from modelprov.onnx._lookup import proto_nodes
 from modelprov.onnx._provenance import Provenance
 from modelprov.policy import Policies
 
-__all__ = ["CONFIDENCE_KEY", "RecoveryReport", "recover", "recover_ir"]
+__all__ = ["CONFIDENCE_KEY", "RecoveryReport", "recover", "recover_ir", "recover_with_report"]
 
 logger = logging.getLogger(__name__)
 
-CONFIDENCE_KEY = "modelprov.confidence"
-"""Node key: how sure the attribution is: ``exact``, ``named`` or ``inferred``."""
 
 ModelInput = onnx.ModelProto | ir.Model | str | os.PathLike[str]
 
 
 @dataclasses.dataclass(frozen=True)
 class RecoveryReport:
-    """What recover found."""
+    """What recover found: how many nodes it attributed at each confidence, the nodes it
+    could not attribute, the original sources no node computes any more, and the invalid
+    metadata it repaired."""
 
     nodes: int
     exact: int
@@ -57,6 +61,24 @@ class RecoveryReport:
     unattributed: tuple[str, ...]
     lost_sources: tuple[str, ...]
     repaired: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict (``"format": "modelprov.recover-report", "version": 1``)."""
+        fields = dataclasses.asdict(self)
+        fields = {k: list(v) if isinstance(v, tuple) else v for k, v in fields.items()}
+        return {"format": RECOVER_REPORT_FORMAT, "version": 1, **fields}
+
+    def to_text(self) -> str:
+        """A summary line, then one line per unattributed node, lost source, repair."""
+        lines = [
+            f"recovered {self.nodes} nodes: {self.exact} exact, {self.named} named, "
+            f"{self.inferred} inferred, {len(self.unattributed)} without sources; "
+            f"{len(self.lost_sources)} original sources lost"
+        ]
+        lines += [f"  no sources: {name}" for name in self.unattributed]
+        lines += [f"  lost: {source}" for source in self.lost_sources]
+        lines += [f"  repaired: {what}" for what in self.repaired]
+        return "\n".join(lines)
 
 
 def _load(model: ModelInput, role: str) -> onnx.ModelProto | ir.Model:
@@ -76,18 +98,25 @@ def _text(item: object) -> str:
     return str(item)
 
 
-def _repair_proto(proto: onnx.ModelProto) -> list[str]:
-    """Drops duplicate metadata keys (last wins) and replaces invalid UTF-8, in place."""
+@dataclasses.dataclass(frozen=True)
+class _Entry:
+    key: str
+    value: str
+
+
+def _repair_proto(proto: onnx.ModelProto, policies: Policies | None = None) -> list[str]:
+    """Merges duplicate metadata keys by their policies and replaces invalid UTF-8, in
+    place."""
     repaired: list[str] = []
 
     def fix(entries: object, where: str) -> None:
         items = list(entries)  # type: ignore[call-overload]
-        merged: dict[str, str] = {}
-        bad = False
-        for entry in items:
-            key, value = _text(entry.key), _text(entry.value)
-            bad |= key != entry.key or value != entry.value
-            merged[key] = value
+        texts = [_Entry(_text(entry.key), _text(entry.value)) for entry in items]
+        bad = any(
+            text.key != entry.key or text.value != entry.value
+            for text, entry in zip(texts, items, strict=True)
+        )
+        merged = merged_entries(texts, where=where, policies=policies)
         if bad or len(merged) != len(items):
             repaired.append(where)
             del entries[:]  # type: ignore[attr-defined]
@@ -165,7 +194,7 @@ def _anchors(
     new_values.extend(value for node in new_nodes for value in node.outputs)
     for value in new_values:
         old = old_values.get(value.name or "")
-        if old is not None:
+        if old is not None and _same_type(old, value):
             value_anchors[value] = old
     for new, old in zip(optimized.graph.outputs, original.graph.outputs, strict=True):
         value_anchors.setdefault(new, old)
@@ -194,14 +223,46 @@ def _anchors(
         else:
             rewritten.append((node, old_node))
     # A rewritten node still reads, slot by slot, what stands in for the old node's inputs:
-    # a tensor the tool made fresh in that slot takes the old input's place.
+    # a tensor the tool made fresh in that slot takes the old input's place. When the node
+    # is otherwise unchanged (op, attributes, arity) and reads a tensor that took the name
+    # of a value whose producer is gone (a tool folded a Mul into a Gemm and gave its
+    # output the Gemm's old name), structure wins over the name: the tensor is the value
+    # the node used to read.
     for node, old_node in rewritten:
         if len(node.inputs) != len(old_node.inputs):
             continue
+        unchanged_op = _same_attributes(node, old_node)
         for new_input, old_input in zip(node.inputs, old_node.inputs, strict=True):
-            if new_input is not None and old_input is not None and new_input not in value_anchors:
+            if new_input is None or old_input is None:
+                continue
+            named = value_anchors.get(new_input)
+            if named is None or (
+                unchanged_op
+                and named is not old_input
+                and named.producer() is not None
+                and named.producer() not in taken
+                and _same_type(old_input, new_input)
+            ):
                 value_anchors[new_input] = old_input
+        if unchanged_op and old_node not in taken and _same_inputs(node, old_node, value_anchors):
+            node_anchors[node] = old_node
+            taken.add(old_node)
     return node_anchors, value_anchors
+
+
+def _same_type(old: ir.Value, new: ir.Value) -> bool:
+    """False when the two values' known dtypes or known ranks and dimensions differ: a
+    tool reused a name for another tensor (e.g. after moving a reshape upstream)."""
+    if old.dtype is not None and new.dtype is not None and old.dtype != new.dtype:
+        return False
+    if old.shape is None or new.shape is None:
+        return True
+    if len(old.shape) != len(new.shape):
+        return False
+    return all(
+        not isinstance(a, int) or not isinstance(b, int) or a == b
+        for a, b in zip(old.shape, new.shape, strict=True)
+    )
 
 
 _PASS_THROUGH = frozenset({"Identity", "Dropout"})
@@ -262,17 +323,42 @@ def _same_attributes(node: ir.Node, old_node: ir.Node) -> bool:
     )
 
 
-def _confidence(change: Change, node: ir.Node, produces_known: set[ir.Node]) -> str:
-    """exact: the same node; named: its outputs are known tensors; inferred: structure only."""
-    if node in change.same and not change.absorbed.get(node):
-        return "exact"
+def _confidence(
+    change: Change,
+    node: ir.Node,
+    produces_known: set[ir.Node],
+    own: dict[ir.Node, frozenset[int]],
+    provenance: Provenance,
+) -> str:
+    """exact: the node the tool left unchanged, with exactly its own sources; named: its
+    outputs are known tensors; inferred: structure only."""
+    if node in change.same:
+        kept = provenance.node_sources.get(node, frozenset())
+        if kept - provenance.kept_for_recall.get(node, frozenset()) == own[node]:
+            return "exact"
     return "named" if node in change.same or node in produces_known else "inferred"
 
 
 def recover_ir(
-    original: ir.Model, optimized: ir.Model, *, policies: Policies | None = None
+    original: ir.Model,
+    optimized: ir.Model,
+    *,
+    policies: Policies | None = None,
+    force: bool = False,
 ) -> RecoveryReport:
-    """Writes provenance onto ``optimized`` (an onnx_ir model, changed in place)."""
+    """Writes provenance onto ``optimized`` (an onnx_ir model, changed in place).
+
+    Raises CorrespondenceError saying what differs when ``optimized`` was evidently not
+    made from ``original`` (interface, op kinds, size; see ``_correspondence_check``),
+    unless ``force``.
+    """
+    problems = correspondence_problems(original, optimized)
+    if problems and not force:
+        raise CorrespondenceError(
+            "the optimized model does not correspond to the original: "
+            + "; ".join(problems)
+            + "; pass the model the tool was given, or force=True (--force) to recover anyway"
+        )
     _check_same_interface(original, optimized)
     repaired = _repair_ir(optimized)
     provenance = Provenance.read(original)
@@ -288,6 +374,7 @@ def recover_ir(
         for node in all_nodes(optimized.graph)
         if any(value in change.replaced for value in node.outputs)
     }
+    own = {node: provenance.node_sources.get(old, frozenset()) for node, old in change.same.items()}
     provenance.apply(change, optimized.graph)
     for node in all_nodes(optimized.graph):
         node.metadata_props.clear()
@@ -298,7 +385,7 @@ def recover_ir(
         if not provenance.node_sources.get(node):
             unattributed.append(node.name or node.op_type)
             continue
-        level = _confidence(change, node, produces_known)
+        level = _confidence(change, node, produces_known, own, provenance)
         counts[level] += 1
         node.metadata_props[CONFIDENCE_KEY] = level
     return RecoveryReport(
@@ -347,7 +434,11 @@ def _copy_metadata(source: ir.Model, target: onnx.ModelProto) -> None:
 
 @overload
 def recover(
-    original: ModelInput, optimized: ir.Model, *, policies: Policies | None = ...
+    original: ModelInput,
+    optimized: ir.Model,
+    *,
+    policies: Policies | None = ...,
+    force: bool = ...,
 ) -> ir.Model: ...
 @overload
 def recover(
@@ -355,9 +446,14 @@ def recover(
     optimized: onnx.ModelProto | str | os.PathLike[str],
     *,
     policies: Policies | None = ...,
+    force: bool = ...,
 ) -> onnx.ModelProto: ...
 def recover(
-    original: ModelInput, optimized: ModelInput, *, policies: Policies | None = None
+    original: ModelInput,
+    optimized: ModelInput,
+    *,
+    policies: Policies | None = None,
+    force: bool = False,
 ) -> onnx.ModelProto | ir.Model:
     """Returns ``optimized`` with every node's provenance restored from ``original``.
 
@@ -367,50 +463,61 @@ def recover(
         optimized: the model the tool wrote; a ModelProto, an onnx_ir.Model or a path.
             External weights are never loaded.
         policies: merge policies (default modelprov.DEFAULT_POLICIES).
+        force: recover even when the models do not look like they correspond (different
+            interface, op kinds or size: CorrespondenceError says what differs).
 
     Returns:
         The optimized model with metadata restored, as an onnx_ir.Model when ``optimized``
         is one, else as an onnx.ModelProto. Neither input is modified.
     """
-    return recover_with_report(original, optimized, policies=policies)[0]
+    return recover_with_report(original, optimized, policies=policies, force=force)[0]
 
 
 def recover_with_report(
-    original: ModelInput, optimized: ModelInput, *, policies: Policies | None = None
+    original: ModelInput,
+    optimized: ModelInput,
+    *,
+    policies: Policies | None = None,
+    force: bool = False,
 ) -> tuple[onnx.ModelProto | ir.Model, RecoveryReport]:
-    """:func:`recover`, also returning what it found."""
+    """:func:`recover`, also returning what it found (:class:`RecoveryReport`).
+
+    Returns:
+        (the recovered model, of the same kind as :func:`recover` returns, and the report).
+    """
     before = _load(original, "original")
     after = _load(optimized, "optimized")
     if isinstance(before, ir.Model):
         original_ir = before.clone()
         _infer_shapes(original_ir)
     else:
-        original_ir = _inferred_ir(_repaired(before)[0])
+        original_ir = _inferred_ir(_repaired(before, policies)[0], "the original model")
     if isinstance(after, ir.Model):
         result = after.clone()
-        report = recover_ir(original_ir, result, policies=policies)
+        report = recover_ir(original_ir, result, policies=policies, force=force)
         return result, report
-    proto, repaired = _repaired(after)
-    working = ir.from_proto(proto)
-    report = recover_ir(original_ir, working, policies=policies)
+    proto, repaired = _repaired(after, policies)
+    working = read_proto(proto, "the optimized model")
+    report = recover_ir(original_ir, working, policies=policies, force=force)
     _copy_metadata(working, proto)
     report = dataclasses.replace(report, repaired=tuple(_dedupe([*repaired, *report.repaired])))
     return proto, report
 
 
-def _inferred_ir(proto: onnx.ModelProto) -> ir.Model:
+def _inferred_ir(proto: onnx.ModelProto, where: str) -> ir.Model:
     """The original as onnx_ir with inferred shapes: onnx's shape inference run on the proto
     at hand (the pass on an ir model would serialize it and read it back once more)."""
+    check_proto(proto, where)
     try:
         inferred = onnx.shape_inference.infer_shapes(
             proto, check_type=True, strict_mode=True, data_prop=True
         )
     except Exception as error:  # e.g. over 2 GB: the pass below sets big weights aside
         logger.info("shape inference on the original proto failed: %s", error)
-        model = ir.from_proto(proto)
+        model = read_proto(proto, where)
         _infer_shapes(model)
         return model
-    return ir.from_proto(inferred)
+    return read_proto(inferred, where)
 
 
 def _infer_shapes(model: ir.Model) -> None:
@@ -421,10 +528,12 @@ def _infer_shapes(model: ir.Model) -> None:
         logger.info("shape inference on the original model failed: %s", error)
 
 
-def _repaired(proto: onnx.ModelProto) -> tuple[onnx.ModelProto, list[str]]:
+def _repaired(
+    proto: onnx.ModelProto, policies: Policies | None
+) -> tuple[onnx.ModelProto, list[str]]:
     copy = onnx.ModelProto()
     copy.CopyFrom(proto)
-    return copy, _repair_proto(copy)
+    return copy, _repair_proto(copy, policies)
 
 
 def _dedupe(items: Iterable[str]) -> list[str]:

@@ -16,7 +16,11 @@ import hashlib
 from collections.abc import Mapping
 
 import numpy as np
+import onnx
 import onnx_ir as ir
+
+from modelprov._proto_check import read_proto
+from modelprov.errors import InvalidModelError
 
 __all__ = ["hash_and_labels", "node_labels", "structural_hash"]
 
@@ -111,19 +115,37 @@ def hash_and_labels(function: ir.Function) -> tuple[str, list[bytes]]:
     return digest.hex(), labels
 
 
-def structural_hash(graph_or_function: ir.Graph | ir.Function | ir.Model) -> str:
+HashInput = (
+    ir.Graph | ir.Function | ir.Model | onnx.ModelProto | onnx.GraphProto | onnx.FunctionProto
+)
+
+
+def structural_hash(graph_or_function: HashInput) -> str:
     """A stable hex digest of a graph's or function's structure.
 
     Invariant under renaming values and nodes, reordering independent nodes, and
     metadata; sensitive to op types, domains, overloads, attributes (attribute names of a
-    function too), topology and constant values. A model hashes as its main graph.
+    function too), topology and constant values. A model hashes as its main graph. Takes
+    onnx_ir objects or their protos (ModelProto, GraphProto, FunctionProto; a proto and
+    its onnx_ir form hash alike); protos are not modified.
     """
+    if isinstance(graph_or_function, onnx.ModelProto):
+        graph_or_function = read_proto(graph_or_function)
+    elif isinstance(graph_or_function, onnx.GraphProto | onnx.FunctionProto):
+        kind = type(graph_or_function).__name__
+        try:
+            graph_or_function = ir.from_proto(graph_or_function)
+        except Exception as error:
+            raise InvalidModelError(
+                f"structural_hash: onnx_ir cannot read this {kind} ({type(error).__name__}: "
+                f"{' '.join(str(error).split())[:200]})"
+            ) from None
     if isinstance(graph_or_function, ir.Model):
         graph_or_function = graph_or_function.graph
     if not isinstance(graph_or_function, (ir.Graph, ir.Function)):
         raise TypeError(
-            "structural_hash takes an onnx_ir.Graph, onnx_ir.Function or onnx_ir.Model, "
-            f"got {type(graph_or_function).__name__}; convert protos with onnx_ir.from_proto"
+            "structural_hash takes an onnx_ir Graph, Function or Model, or an onnx "
+            f"ModelProto, GraphProto or FunctionProto; got {type(graph_or_function).__name__}"
         )
     digest = _graph_digest(graph_or_function)
     if isinstance(graph_or_function, ir.Function):

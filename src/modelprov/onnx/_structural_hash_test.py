@@ -69,3 +69,23 @@ def test_hash_and_labels_agree_with_the_separate_functions() -> None:
     digest, labels = hash_and_labels(function)
     assert digest == structural_hash(function)
     assert labels == node_labels(function)
+
+
+def test_protos_hash_like_their_onnx_ir_forms() -> None:
+    import onnx
+
+    proto = onnx.parser.parse_model(
+        """
+        <ir_version: 10, opset_import: ["" : 20, "local" : 1]>
+        g (float[2] x) => (float[2] y) { y = local.f (x) }
+        <domain: "local", opset_import: ["" : 20]>
+        f (a) => (b) { b = Relu (a) }
+        """
+    )
+    before = proto.SerializeToString()
+    model = ir.from_proto(proto)
+    assert structural_hash(proto) == structural_hash(model) == structural_hash(model.graph)
+    assert structural_hash(proto.graph) == structural_hash(model.graph)
+    function = next(iter(model.functions.values()))
+    assert structural_hash(proto.functions[0]) == structural_hash(function)
+    assert proto.SerializeToString() == before

@@ -10,7 +10,7 @@ import onnx
 import onnx_ir as ir
 
 from modelprov._io import load_model_proto
-from modelprov.errors import MissingDependencyError
+from modelprov.errors import CorrespondenceError, MissingDependencyError
 from modelprov.onnx._recover import recover_with_report
 from modelprov.policy import Policies
 
@@ -64,7 +64,10 @@ def _run_onnxsim(proto: onnx.ModelProto, **options: Any) -> onnx.ModelProto:
         raise _missing("onnxsim", error) from None
     simplified, ok = onnxsim.simplify(proto, **options)
     if not ok:
-        raise RuntimeError("onnxsim could not validate its simplified model")
+        raise CorrespondenceError(
+            "onnxsim could not validate its simplified model (its outputs differ from the "
+            "input model's); run it with other options or use another tool"
+        )
     return simplified  # type: ignore[no-any-return]
 
 

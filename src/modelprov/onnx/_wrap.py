@@ -13,34 +13,49 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import onnx_ir as ir
 
+from modelprov.keys import (
+    ATEN_DOMAIN,
+    CONSTANT_OF_KEY,
+    FUNCTION_NAME_KEY,
+    INLINE_KEY,
+    MODULE_DOMAIN,
+    VARIANT_KEY,
+)
 from modelprov.onnx._structural_hash import hash_and_labels, node_labels
 
 __all__ = [
     "ATEN_DOMAIN",
     "CONSTANT_OF_KEY",
+    "FUNCTION_NAME_KEY",
     "INLINE_KEY",
     "INLINE_VERSION",
     "MODULE_DOMAIN",
+    "VARIANT_KEY",
     "Region",
     "Wrapper",
     "constant_node",
+    "function_name",
     "has_subgraphs",
     "is_constant",
     "type_from_json",
     "type_json",
 ]
 
-ATEN_DOMAIN = "pkg.torch.aten"
-MODULE_DOMAIN = "pkg.torch.module"
-INLINE_KEY = "modelprov.inline"
-CONSTANT_OF_KEY = "modelprov.constant_of"
 INLINE_VERSION = 1
 _OVERLOAD_DIGITS = 12
+_NON_IDENTIFIER = re.compile(r"\W")
+
+
+def function_name(target: str) -> str:
+    """The function name of an ATen target: ``aten::addmm.default`` -> ``aten_addmm_default``."""
+    name = _NON_IDENTIFIER.sub("_", target.replace("::", "_"))
+    return name if name and not name[0].isdigit() else f"_{name}"
 
 
 @dataclasses.dataclass
@@ -329,6 +344,8 @@ class Wrapper:
             digits += 4
         candidate.overload = overload
         candidate.metadata_props.update(region.function_metadata)
+        candidate.metadata_props[FUNCTION_NAME_KEY] = region.name
+        candidate.metadata_props[VARIANT_KEY] = overload
         if region.doc_string:
             candidate.doc_string = region.doc_string
         self.functions[key] = candidate

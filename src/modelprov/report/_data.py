@@ -6,15 +6,26 @@ page's script renders it with ``textContent`` only, so metadata is never read as
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import onnx_ir as ir
 
-from modelprov._correspond import all_nodes
-from modelprov._sources import NAMESPACE_KEY, RESERVED_PREFIX, Source
+from modelprov._sources import Source, parse_ids
+from modelprov._stack_trace import display_path
+from modelprov.audit._audit import metadata_bytes
 from modelprov.audit._diff import DiffReport, Recall, diff
+from modelprov.errors import MetadataError
+from modelprov.keys import (
+    NAMESPACE_KEY,
+    OUTPUT_OF_KEY,
+    REPORT_FORMAT,
+    RESERVED_PREFIX,
+    TORCH_PREFIX,
+)
 from modelprov.onnx._lookup import node_sources
+from modelprov.onnx._quant_params import quantization_keys
+from modelprov.report._code import CodeContext
 from modelprov.report._layout import layout_group
 from modelprov.report._states import (
     CONFIDENCE_KEY,
@@ -26,7 +37,6 @@ from modelprov.report._states import (
 
 __all__ = ["REPORT_FORMAT", "REPORT_VERSION", "metadata_bytes", "report_data"]
 
-REPORT_FORMAT = "modelprov.report"
 REPORT_VERSION = 1
 
 _OPEN_ALL_UP_TO = 400
@@ -38,58 +48,38 @@ def _user_keys(metadata: Mapping[str, str]) -> dict[str, str]:
     return {
         key: value
         for key, value in metadata.items()
-        if not key.startswith(("pkg.torch.", RESERVED_PREFIX)) and key != NAMESPACE_KEY
+        if not key.startswith((TORCH_PREFIX, RESERVED_PREFIX)) and key != NAMESPACE_KEY
     }
 
 
-def _size(metadata: Mapping[str, str]) -> int:
-    return sum(
-        len(k.encode("utf-8", "replace")) + len(v.encode("utf-8", "replace"))
-        for k, v in metadata.items()
-    )
+def _output_module(node: ir.Node, known: Sequence[Source]) -> str:
+    """The module where the node's output is computed: that of the source whose output it
+    produces (``modelprov.output_of``, or its only source), else of its last source."""
+    ids: set[str] = set()
+    for value in node.outputs:
+        text = value.metadata_props.get(OUTPUT_OF_KEY)
+        if text:
+            try:
+                ids.update(parse_ids(text, where=f"value {value.name!r}"))
+            except MetadataError:
+                continue
+    chosen = [source for source in known if source.id in ids] or list(known)
+    return chosen[-1].module_path or ""
 
 
-def metadata_bytes(model: ir.Model) -> dict[str, int]:
-    """UTF-8 bytes of metadata on nodes, values and the model (sources table included)."""
-    nodes = all_nodes(model.graph)
-    values: dict[int, ir.Value] = {}
-    for value in (*model.graph.inputs, *model.graph.outputs, *model.graph.initializers.values()):
-        values[id(value)] = value
-    for node in nodes:
-        for value in node.outputs:
-            values[id(value)] = value
-    node_bytes = sum(_size(node.metadata_props) for node in nodes)
-    value_bytes = sum(_size(value.metadata_props) for value in values.values())
-    model_bytes = _size(model.metadata_props) + _size(model.graph.metadata_props)
-    return {
-        "nodes": node_bytes,
-        "values": value_bytes,
-        "model": model_bytes,
-        "total": node_bytes + value_bytes + model_bytes,
-    }
-
-
-def _common_module(found: Iterable[Source]) -> str:
-    paths = [source.module_path.split(".") if source.module_path else [] for source in found]
-    if not paths:
-        return ""
-    prefix = paths[0]
-    for path in paths[1:]:
-        n = 0
-        while n < min(len(prefix), len(path)) and prefix[n] == path[n]:
-            n += 1
-        prefix = prefix[:n]
-    return ".".join(prefix)
-
-
-def _source_json(source: Source) -> dict[str, Any]:
+def _source_json(source: Source, code: CodeContext | None) -> dict[str, Any]:
+    """A source for the page, its file shortened for display; ``code`` collects the code
+    around its line (keyed by the displayed ``file:line``)."""
+    shown = display_path(source.file) if source.file is not None else None
+    if code is not None and source.file is not None and source.line is not None:
+        code.add(source.file, f"{shown}:{source.line}", source.line)
     return {
         "id": source.id,
         "fx": source.fx_node,
         "module": source.module_path,
         "type": source.module_type,
         "target": source.target,
-        "file": source.file,
+        "file": shown,
         "line": source.line,
         "trace": source.stack_trace,
         "keys": _user_keys(source.metadata),
@@ -129,9 +119,14 @@ def _place_orphans(
 
 
 def report_data(
-    model: ir.Model, *, before: ir.Model | None = None, title: str = ""
+    model: ir.Model, *, before: ir.Model | None = None, title: str = "", source_code: bool = True
 ) -> dict[str, Any]:
-    """The JSON document the HTML report renders."""
+    """The JSON document the HTML report renders.
+
+    ``source_code``: read the Python files the stack traces name (bounded, see
+    ``report._code``) to show a few lines around each source line.
+    """
+    code = CodeContext() if source_code else None
     pairs = node_sources(model)
     index = {id(node): i for i, (node, _) in enumerate(pairs)}
     source_index: dict[str, int] = {}
@@ -141,12 +136,13 @@ def report_data(
     nodes: list[dict[str, Any]] = []
     node_group: list[str | None] = []
     state_counts = dict.fromkeys(STATES, 0)
+    quantization = quantization_keys(model)
     for i, (node, found) in enumerate(pairs):
         ids = []
         for source in known_sources(found):
             if source.id not in source_index:
                 source_index[source.id] = len(sources)
-                sources.append(_source_json(source))
+                sources.append(_source_json(source, code))
             ids.append(source_index[source.id])
         producers = []
         for value in node.inputs:
@@ -164,14 +160,14 @@ def report_data(
             "domain": node.domain,
             "state": state,
             "src": ids,
-            "keys": _user_keys(node.metadata_props),
+            "keys": _user_keys(node.metadata_props) | quantization.get(node, {}),
         }
         confidence = node.metadata_props.get(CONFIDENCE_KEY)
         if confidence is not None:
             entry["confidence"] = confidence
         nodes.append(entry)
         known = known_sources(found)
-        node_group.append(_common_module(known) if known else None)
+        node_group.append(_output_module(node, known) if known else None)
     _place_orphans(node_group, predecessors, consumers)
     module_of = [group or "" for group in node_group]
     for i, entry in enumerate(nodes):
@@ -250,7 +246,7 @@ def report_data(
                 name = source.fx_node or source.id
                 if name in lost_names and name not in seen:
                     seen.add(name)
-                    lost.append(_source_json(source))
+                    lost.append(_source_json(source, code))
     return {
         "format": REPORT_FORMAT,
         "version": REPORT_VERSION,
@@ -261,4 +257,5 @@ def report_data(
         "nodes": nodes,
         "groups": groups,
         "lost": lost,
+        "code": code.table() if code is not None else {},
     }

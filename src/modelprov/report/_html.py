@@ -70,20 +70,31 @@ def embed_json(document: Any) -> str:
 
 
 def _asset(name: str) -> str:
-    return resources.files("modelprov.report").joinpath("_assets", name).read_text("utf-8")
+    return resources.files(__name__.rpartition(".")[0]).joinpath("_assets", name).read_text("utf-8")
 
 
-def report(model: ModelLike, *, before: ModelLike | None = None, title: str = "") -> str:
+def report(
+    model: ModelLike,
+    *,
+    before: ModelLike | None = None,
+    title: str = "",
+    source_code: bool = True,
+) -> str:
     """The HTML provenance report of a model, as text.
 
     Summary (coverage, states, metadata bytes; recall and lost sources against ``before``),
     the graph grouped by module and coloured by state, node details with their source lines,
-    a searchable node table. Self-contained: it loads nothing when opened.
+    a searchable node table. Self-contained: it loads nothing when opened. ``source_code``
+    embeds a few lines around each source line from the Python files the traces name
+    (read now, bounded; False to leave them out).
     """
     if not title and isinstance(model, str | os.PathLike):
         title = os.path.basename(os.fspath(model))
     document = report_data(
-        as_ir(model), before=None if before is None else as_ir(before), title=title
+        as_ir(model),
+        before=None if before is None else as_ir(before),
+        title=title,
+        source_code=source_code,
     )
     return _TEMPLATE.format(
         css=_asset("report.css"), js=_asset("report.js"), data=embed_json(document)
@@ -91,9 +102,14 @@ def report(model: ModelLike, *, before: ModelLike | None = None, title: str = ""
 
 
 def write_report(
-    model: ModelLike, path: str | os.PathLike[str], *, before: ModelLike | None = None
+    model: ModelLike,
+    path: str | os.PathLike[str],
+    *,
+    before: ModelLike | None = None,
+    source_code: bool = True,
 ) -> str:
     """Writes the HTML report to ``path`` and returns the path."""
     title = os.path.basename(os.fspath(model)) if isinstance(model, str | os.PathLike) else ""
-    atomic_write_bytes(path, report(model, before=before, title=title).encode("utf-8"))
+    text = report(model, before=before, title=title, source_code=source_code)
+    atomic_write_bytes(path, text.encode("utf-8"))
     return os.fspath(path)

@@ -4,7 +4,24 @@ Needs the ``stablehlo`` extra: ``pip install "modelprov[stablehlo]"``.
 """
 
 from modelprov.stablehlo._export import export_stablehlo
+from modelprov.stablehlo._graph_module import (
+    StableHLOExportOptions,
+    StableHLOGraphModule,
+    exported_program_to_stablehlo,
+)
 from modelprov.stablehlo._program import StableHLOProgram, load_exported
+from modelprov.stablehlo._read import MlirOp, read_mlir_sources
 from modelprov.stablehlo._records import FxNodeInfo, OpRecord
 
-__all__ = ["FxNodeInfo", "OpRecord", "StableHLOProgram", "export_stablehlo", "load_exported"]
+__all__ = [
+    "FxNodeInfo",
+    "MlirOp",
+    "OpRecord",
+    "StableHLOExportOptions",
+    "StableHLOGraphModule",
+    "StableHLOProgram",
+    "export_stablehlo",
+    "exported_program_to_stablehlo",
+    "load_exported",
+    "read_mlir_sources",
+]

@@ -33,11 +33,13 @@ import dataclasses
 import io
 import logging
 import types
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from modelprov.annotation import effective_annotations
+from modelprov.annotation._module_outputs import output_index
 from modelprov.policy import MergeContext, Policies
+from modelprov.stablehlo._locations import location_name, relocate, with_aliases
 from modelprov.stablehlo._records import FxNodeInfo, OpRecord, provenance_attributes, within
 
 __all__ = ["AttachResult", "attach"]
@@ -52,9 +54,14 @@ _FUNCTION_EXITS = frozenset({"func.return", "func.call"})
 
 @dataclasses.dataclass(frozen=True)
 class AttachResult:
-    """The labelled ops of one module, in printing order (see OpRecord)."""
+    """The labelled ops of one module, in printing order (see OpRecord).
+
+    ``aliases``: FX node -> the nodes without ops of their own whose output its ops
+    produce (``_aliases``); they are in the ops' locations too.
+    """
 
     ops: tuple[OpRecord, ...]
+    aliases: Mapping[str, tuple[FxNodeInfo, ...]] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
@@ -187,12 +194,27 @@ class _Candidate:
     from_output: bool
 
 
+def _produces_output(
+    key: str,
+    module: str,
+    info: FxNodeInfo,
+    output_nodes: Mapping[str, tuple[str, ...]],
+) -> bool:
+    """False when ``key`` is about another output of ``module`` than the one ``info`` makes."""
+    index = output_index(key)
+    outputs = output_nodes.get(module)
+    if index is None or outputs is None or index >= len(outputs):
+        return True
+    return outputs[index] in (info.source_nodes or (info.name,))
+
+
 def _op_values(
     op: _Op,
     flow: _Flow,
     infos: Mapping[str, FxNodeInfo],
     annotations: Mapping[str, Mapping[str, str]],
     policies: Policies,
+    output_nodes: Mapping[str, tuple[str, ...]],
 ) -> dict[str, list[_Candidate]]:
     candidates: dict[str, list[_Candidate]] = {}
 
@@ -217,6 +239,8 @@ def _op_values(
             # its first node's module is no module output: never value-scope constants.
             if scoped and not is_constant and flow.leaves_module(op, module):
                 for key, value in scoped.items():
+                    if not _produces_output(key, module, info, output_nodes):
+                        continue
                     add(key, value, name, True)
     return candidates
 
@@ -239,12 +263,21 @@ def attach(
     infos: Mapping[str, FxNodeInfo],
     annotations: Mapping[str, Mapping[str, str]],
     policies: Policies,
+    *,
+    relocate_ops: bool = True,
+    aliases_for: Callable[[set[str]], Mapping[str, tuple[FxNodeInfo, ...]]] | None = None,
+    output_nodes: Mapping[str, tuple[str, ...]] | None = None,
 ) -> AttachResult:
     """Label every op of ``module`` (an ``ir.Module``, edited in place) and return its records.
 
     ``root`` is the first location path component (``ROOT_SCOPE``); ``infos`` the FX nodes
     by name in graph order; ``annotations`` normalized ``{module_path: {key: str}}``. Must be
-    called inside the module's MLIR context.
+    called inside the module's MLIR context. With ``relocate_ops`` every labelled op's
+    location becomes its provenance (``_locations``): module path, source node, user frames.
+    ``aliases_for`` gets the names of the nodes some op was lowered from and returns, per
+    such node, the nodes without ops whose output it produces (added to its locations).
+    ``output_nodes`` (module path -> user-program nodes producing its outputs, in order) puts a
+    per-output key (``custom.output1.max``) only on the ops producing that output.
     """
     from jaxlib.mlir import ir
 
@@ -255,7 +288,8 @@ def attach(
         if op.operation.name in _STRUCTURAL:
             continue
         attributes: dict[str, str] = {}
-        for key, candidates in _op_values(op, flow, infos, annotations, policies).items():
+        values = _op_values(op, flow, infos, annotations, policies, output_nodes or {})
+        for key, candidates in values.items():
             merged = _merge(key, candidates, op, policies)
             if merged is not None:
                 attributes[key] = merged
@@ -264,12 +298,33 @@ def attach(
     for op, attributes in planned:
         for key, value in attributes.items():
             op.operation.attributes[key] = ir.StringAttr.get(value)
+    with_ops = {name for op in ops for name in op.nodes}
+    aliases = dict(aliases_for(with_ops)) if aliases_for is not None else {}
+    if relocate_ops:
+        relocate(((op.operation, op.nodes) for op in ops), infos, aliases)
+        for op, _ in planned:
+            if op.nodes:
+                op.location = _provenance_label(op.nodes, infos, aliases)
 
     wrappers = _wrapper_functions(ops)
     records = _records(module, ops, planned, wrappers)
     unattributed = sum(1 for record in records if not record.nodes)
     _LOG.debug("labelled %d ops, %d unattributed", len(records) - unattributed, unattributed)
-    return AttachResult(ops=records)
+    return AttachResult(ops=records, aliases=aliases)
+
+
+def _provenance_label(
+    nodes: Sequence[str],
+    infos: Mapping[str, FxNodeInfo],
+    aliases: Mapping[str, tuple[FxNodeInfo, ...]],
+) -> str:
+    names: list[str] = []
+    for info in with_aliases(nodes, infos, aliases):
+        for node in info.source_nodes or (info.name,):
+            label = location_name(info.module, node)
+            if label not in names:
+                names.append(label)
+    return ";".join(names)
 
 
 def _wrapper_functions(ops: Sequence[_Op]) -> set[int | None]:

@@ -76,8 +76,8 @@ def test_one_node_per_op_gets_its_provenance() -> None:
     assert first["modelprov.module_type"] == "m.A"
     assert first["modelprov.target"] == "aten.add.Tensor"
     assert first["modelprov.stack"] == "model.py:1"
-    assert "modelprov.source_node" not in first  # same as the node
-    assert ops[0].location == "jit(forward)/add/add"
+    assert first["modelprov.source_node"] == "add"  # the shared source id, always written
+    assert ops[0].location == "a/add"  # module path / source node
     assert 'modelprov.node = "add"' in ops[0].text
 
 

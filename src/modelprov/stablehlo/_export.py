@@ -12,15 +12,18 @@ import torch
 from modelprov._stack_trace import TraceOptions
 from modelprov.annotation import annotations as stored_annotations
 from modelprov.annotation import module_paths, normalize_annotations
+from modelprov.annotation._module_outputs import module_output_nodes, per_output_modules
 from modelprov.errors import StableHLOError
 from modelprov.policy import DEFAULT_POLICIES, Policies
+from modelprov.stablehlo._aliases import alias_infos
 from modelprov.stablehlo._attach import attach
 from modelprov.stablehlo._fx_nodes import fx_node_infos
+from modelprov.stablehlo._jax_compat import ir_context, module_to_bytecode
 from modelprov.stablehlo._lower import ROOT_SCOPE, lower
 from modelprov.stablehlo._program import StableHLOProgram
 from modelprov.stablehlo._torchax_compat import import_torchax
 
-__all__ = ["export_stablehlo", "program_from_exported_program"]
+__all__ = ["export_stablehlo", "program_from_exported_program", "program_module_paths"]
 
 _LOG = logging.getLogger(__name__)
 
@@ -28,8 +31,8 @@ AnnotationValue = str | int | float | bool
 
 
 def export_stablehlo(
-    model: torch.nn.Module,
-    args: tuple[Any, ...],
+    model: torch.nn.Module | torch.export.ExportedProgram,
+    args: tuple[Any, ...] = (),
     kwargs: Mapping[str, Any] | None = None,
     *,
     annotations: Mapping[str, Mapping[str, AnnotationValue]] | None = None,
@@ -44,22 +47,44 @@ def export_stablehlo(
     (the argument wins per key). ``policies`` (default ``DEFAULT_POLICIES``) decides which
     keys are value-scoped (only on the ops producing the module's outputs) and how values
     merge. ``dynamic_shapes`` is passed to ``torch.export.export``. ``trace_options``
-    rewrites or strips the file paths of stack traces (``modelprov.stack``, ``.sources``).
+    rewrites or strips the file paths of stack traces (``modelprov.stack``, ``.sources``,
+    op locations).
+
+    ``model`` may also be a ``torch.export.ExportedProgram`` (then ``args`` and ``kwargs`` are
+    not used, ``dynamic_shapes`` must be None, and annotation paths are checked against the
+    module paths the program records); the result is the same as for the module it came from.
 
     Raises MissingDependencyError without jax/torchax, AnnotationError for an unknown module
     path, StableHLOError (naming the FX node and its source line) when lowering fails.
     """
     import_torchax()  # fail before the slow torch.export when the extra is missing
-    if not isinstance(model, torch.nn.Module):
-        raise TypeError(f"export_stablehlo needs a torch.nn.Module, got {type(model).__name__}")
     chosen = DEFAULT_POLICIES if policies is None else policies
+    if isinstance(model, torch.export.ExportedProgram):
+        if dynamic_shapes is not None:
+            raise ValueError(
+                "dynamic_shapes applies when exporting a module; an ExportedProgram already "
+                "has its shapes (pass dynamic_shapes to torch.export.export instead)"
+            )
+        explicit = normalize_annotations(annotations or {}, program_module_paths(model))
+        return program_from_exported_program(model, explicit, chosen, trace_options=trace_options)
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(
+            "export_stablehlo needs a torch.nn.Module or a torch.export.ExportedProgram, "
+            f"got {type(model).__name__}"
+        )
     merged = _merged_annotations(model, annotations)
 
     exported_program = torch.export.export(
         model, tuple(args), dict(kwargs or {}), dynamic_shapes=dynamic_shapes
     )
+    per_output = per_output_modules(merged)
+    output_nodes = (
+        module_output_nodes(model, tuple(args), kwargs, per_output, exported_program.graph)
+        if per_output
+        else {}
+    )
     return program_from_exported_program(
-        exported_program, merged, chosen, trace_options=trace_options
+        exported_program, merged, chosen, trace_options=trace_options, output_nodes=output_nodes
     )
 
 
@@ -69,23 +94,38 @@ def program_from_exported_program(
     policies: Policies,
     *,
     trace_options: TraceOptions | None = None,
+    output_nodes: Mapping[str, tuple[str, ...]] | None = None,
 ) -> StableHLOProgram:
-    """Lower ``exported_program`` and label its ops (``annotations`` already normalized)."""
+    """Lower ``exported_program`` and label its ops (``annotations`` already normalized).
+
+    ``output_nodes``: module path -> nodes producing its outputs, for per-output keys.
+    """
     lowered = lower(exported_program)
     infos = fx_node_infos(
         lowered.decomposed.graph, exported_program.graph, trace_options=trace_options
     )
 
-    from jax._src.export import _export as jax_export_internals
-    from jax._src.interpreters import mlir
-
-    with mlir.make_ir_context():
+    with ir_context():
         module = lowered.exported.mlir_module(serialized=False)
-        result = attach(module, ROOT_SCOPE, infos, annotations, policies)
+        result = attach(
+            module,
+            ROOT_SCOPE,
+            infos,
+            annotations,
+            policies,
+            aliases_for=lambda with_ops: alias_infos(
+                lowered.decomposed.graph,
+                exported_program.graph,
+                infos,
+                with_ops,
+                trace_options,
+            ),
+            output_nodes=output_nodes,
+        )
         if not module.operation.verify():
             raise StableHLOError("the StableHLO module does not verify after adding attributes")
         # JAX's own serializer (the one jax.export used), so the artifact stays portable.
-        serialized = jax_export_internals._module_to_bytecode(module)
+        serialized = module_to_bytecode(module)
         text = module.operation.get_asm(enable_debug_info=False)
         text_with_locations = module.operation.get_asm(enable_debug_info=True)
 
@@ -97,6 +137,7 @@ def program_from_exported_program(
         weights=lowered.weights,
         ops=result.ops,
         nodes=infos,
+        aliases=result.aliases,
         annotations={path: dict(values) for path, values in annotations.items()},
         exported_program=lowered.decomposed,
     )
@@ -107,6 +148,17 @@ def program_from_exported_program(
         program.coverage,
     )
     return program
+
+
+def program_module_paths(exported_program: torch.export.ExportedProgram) -> list[str]:
+    """Module paths an ExportedProgram knows: its module call graph and nn_module_stack."""
+    paths: dict[str, None] = {"": None}
+    for entry in exported_program.module_call_graph:
+        paths[str(entry.fqn)] = None
+    for node in exported_program.graph.nodes:
+        for path, _ in (node.meta.get("nn_module_stack") or {}).values():
+            paths[str(path)] = None
+    return list(paths)
 
 
 def _merged_annotations(

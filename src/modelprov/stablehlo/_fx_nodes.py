@@ -10,7 +10,8 @@ What torch 2.13 records, as used here:
   ``Interpreter_PropagateUnbackedSymInts``). A link's ``graph_id`` is ``id()`` of the graph
   holding that node, so the links whose ``graph_id`` is the user's ExportedProgram graph name
   the node(s) it came from: e.g. ``permute`` and ``addmm`` both lead to ``linear``.
-- ``node.meta["stack_trace"]``: a Python traceback, outermost frame first.
+- ``node.meta["stack_trace"]``: a Python traceback, outermost frame first; ``file``/``line``
+  are its user frame (``_frames.call_stack``), not necessarily the innermost frame.
 """
 
 from __future__ import annotations
@@ -21,9 +22,12 @@ from typing import Any
 import torch
 
 from modelprov import _stack_trace
+from modelprov._fx_lineage import export_node_names
+from modelprov._torch_compat import is_op_overload
+from modelprov.stablehlo._frames import call_stack
 from modelprov.stablehlo._records import FxNodeInfo
 
-__all__ = ["fx_node_infos"]
+__all__ = ["fx_node_infos", "node_info"]
 
 
 def _type_name(module_type: object) -> str:
@@ -40,24 +44,6 @@ def _module_of(node: torch.fx.Node) -> tuple[str, str]:
     return str(path), _type_name(module_type)
 
 
-def _source_nodes(node: torch.fx.Node, original_graph_id: int, original: set[str]) -> list[str]:
-    found: list[str] = []
-    pending: list[Any] = list(node.meta.get("from_node") or [])
-    seen = 0
-    while pending and seen < 10_000:  # chains are short; the bound guards against cycles
-        link = pending.pop(0)
-        seen += 1
-        if getattr(link, "graph_id", None) == original_graph_id:
-            name = str(link.name)
-            if name not in found:
-                found.append(name)
-            continue
-        pending.extend(getattr(link, "from_node", None) or [])
-    if not found and node.name in original:
-        found.append(node.name)
-    return found
-
-
 def fx_node_infos(
     decomposed: torch.fx.Graph,
     original: torch.fx.Graph,
@@ -69,26 +55,37 @@ def fx_node_infos(
     ``original`` is the graph of the ExportedProgram before decompositions; stack-trace
     paths are rewritten by ``trace_options`` when given.
     """
-    original_names = {node.name for node in original.nodes}
-    infos: dict[str, FxNodeInfo] = {}
-    for node in _call_nodes(decomposed.nodes):
-        module, module_type = _module_of(node)
-        trace = str(node.meta.get("stack_trace") or "")
-        if trace_options is not None:
-            trace = _stack_trace.rewrite_paths(trace, trace_options)
-        frame = _stack_trace.innermost_frame(trace) if trace else None
-        target = node.target
-        infos[node.name] = FxNodeInfo(
-            name=node.name,
-            source_nodes=tuple(_source_nodes(node, id(original), original_names)),
-            module=module,
-            module_type=module_type,
-            target=str(target) if isinstance(target, torch._ops.OpOverload) else _name(target),
-            file=frame.file if frame else None,
-            line=frame.line if frame else None,
-            stack_trace=trace,
-        )
-    return infos
+    return {
+        node.name: node_info(node, id(original), trace_options)
+        for node in _call_nodes(decomposed.nodes)
+    }
+
+
+def node_info(
+    node: torch.fx.Node,
+    original_graph_id: int | None,
+    trace_options: _stack_trace.TraceOptions | None = None,
+) -> FxNodeInfo:
+    """Provenance of one call node (see :func:`fx_node_infos`)."""
+    module, module_type = _module_of(node)
+    raw_trace = str(node.meta.get("stack_trace") or "")
+    trace = raw_trace
+    if trace_options is not None:
+        trace = _stack_trace.rewrite_paths(trace, trace_options)
+    frames = call_stack(raw_trace, trace_options)  # user frame: _stack_trace.user_frame
+    frame = frames[-1] if frames else None
+    target = node.target
+    return FxNodeInfo(
+        name=node.name,
+        source_nodes=export_node_names(node, original_graph_id),
+        module=module,
+        module_type=module_type,
+        target=str(target) if is_op_overload(target) else _name(target),
+        file=frame.file if frame else None,
+        line=frame.line if frame else None,
+        stack_trace=trace,
+        frames=frames,
+    )
 
 
 def _name(target: object) -> str:

@@ -23,8 +23,9 @@ from typing import Any
 import torch
 
 from modelprov import _stack_trace
+from modelprov._torch_compat import is_op_overload, is_op_target
 from modelprov.errors import StableHLOError
-from modelprov.stablehlo._torchax_compat import import_torchax
+from modelprov.stablehlo._torchax_compat import exported_program_states, import_torchax
 
 __all__ = ["ROOT_SCOPE", "Lowered", "decompose", "lower", "node_location", "plain_torchax_export"]
 
@@ -55,7 +56,7 @@ class Lowered:
 def node_location(node: torch.fx.Node) -> str:
     """The innermost user frame of ``node`` as ``file:line`` ('' when it has no stack trace)."""
     trace = node.meta.get("stack_trace") or ""
-    frame = _stack_trace.innermost_frame(trace) if trace else None
+    frame = _stack_trace.user_frame(trace) if trace else None
     return f"{frame.file}:{frame.line}" if frame is not None else ""
 
 
@@ -85,9 +86,9 @@ def _make_interpreter_class(torchax: Any) -> type:
             self.extra_traceback = False
 
         def call_function(self, target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-            if isinstance(target, torch._ops.OpOverload | torch._ops.OpOverloadPacket):
+            if is_op_target(target):
                 op = ops_registry.all_aten_ops.get(target)
-                if op is None and isinstance(target, torch._ops.OpOverload):
+                if op is None and is_op_overload(target):
                     op = ops_registry.all_aten_ops.get(target.overloadpacket)
                 if op is None or not op.is_jax_function:
                     raise _UnsupportedOp(target)
@@ -141,7 +142,7 @@ def lower(exported_program: torch.export.ExportedProgram, *, decomposed: bool = 
 
     program = exported_program if decomposed else decompose(exported_program)
     env = torchax.default_env()  # registers torchax's ATen lowerings
-    _, states = torchax_export._extract_states_from_exported_program(program)
+    states = exported_program_states(program)
     weights = tuple(env.t2j_copy(states))
     avals = torchax_export.extract_avals(program)
     interpreter_class = _make_interpreter_class(torchax)

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import io
 import os
-import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -42,6 +42,9 @@ class StableHLOProgram:
             order, with the attributes modelprov set.
         nodes: provenance of the decomposed ExportedProgram's call nodes, by name.
         annotations: the normalized user annotations that were applied.
+        aliases: FX node -> the nodes of the user's program without ops of their own
+            (``dropout`` in eval mode, ``contiguous``...) whose output its ops produce;
+            they are sources of those ops too.
         exported_program: the decomposed ``torch.export.ExportedProgram`` that was lowered;
             its FX node names are the ``modelprov.node`` values.
     """
@@ -54,6 +57,9 @@ class StableHLOProgram:
     nodes: Mapping[str, FxNodeInfo]
     annotations: Mapping[str, Mapping[str, str]]
     exported_program: Any = dataclasses.field(default=None, repr=False, compare=False)
+    aliases: Mapping[str, tuple[FxNodeInfo, ...]] = dataclasses.field(
+        default_factory=dict, repr=False, compare=False
+    )
 
     @property
     def unattributed_ops(self) -> tuple[OpRecord, ...]:
@@ -81,37 +87,53 @@ class StableHLOProgram:
         )
 
     def sources(self, op: OpRecord | int) -> tuple[Source, ...]:
-        """The FX nodes ``op`` (a record or its index) was lowered from, as Source records.
+        """The sources ``op`` (a record or its index) was lowered from.
 
-        ``Source.metadata`` holds that node's own ``modelprov.*`` provenance keys and the user
-        keys that apply to its module (inherited from ancestors), before any merging.
+        One source per node of the user's torch.export program: ``id`` is that node's name
+        (the id ONNX exports of the same program write, see ``modelprov.join_sources``),
+        ``fx_node`` the decomposed node the op was lowered from, ``file``/``line`` the user
+        frame its location records. ``Source.metadata`` holds that node's own ``modelprov.*``
+        provenance keys and the user keys that apply to its module (inherited from
+        ancestors), before any merging.
         """
         record = self.ops[op] if isinstance(op, int) else op
-        result = []
-        for name in record.nodes:
-            info = self.nodes[name]
+        result: list[Source] = []
+        infos = [
+            info
+            for name in record.nodes
+            for info in (self.nodes[name], *self.aliases.get(name, ()))
+        ]
+        for info in infos:
             metadata = {
                 **provenance_attributes(info),
                 **effective_annotations(self.annotations, info.module),
             }
-            result.append(
-                Source(
-                    id=name,
-                    fx_node=name,
-                    module_path=info.module,
-                    module_type=info.module_type,
-                    target=info.target,
-                    file=info.file,
-                    line=info.line,
-                    stack_trace=info.stack_trace,
-                    metadata=metadata,
+            for source_id in info.source_nodes or (info.name,):
+                if any(source.id == source_id for source in result):
+                    continue  # a node without ops of its own from the same user node
+                result.append(
+                    Source(
+                        id=source_id,
+                        fx_node=info.name,
+                        module_path=info.module,
+                        module_type=info.module_type,
+                        target=info.target,
+                        file=info.file,
+                        line=info.line,
+                        stack_trace=info.stack_trace,
+                        metadata=metadata,
+                    )
                 )
-            )
         return tuple(result)
 
-    def run(self, *args: Any) -> list[np.ndarray[Any, Any]]:
-        """Run on XLA (CPU here) with torch tensors or arrays; returns numpy arrays."""
-        inputs = tuple(_to_numpy(arg) for arg in _flatten(args))
+    def run(self, *args: Any, **kwargs: Any) -> list[np.ndarray[Any, Any]]:
+        """Run on XLA (CPU here) with torch tensors or arrays; returns numpy arrays.
+
+        Takes the arguments the way the model's ``forward`` does (positional or by name,
+        as in the example inputs of the export); arguments torch.export fixed as constants
+        (``use_cache=False``...) may be left out, and must keep their value when given.
+        """
+        inputs = tuple(_to_numpy(arg) for arg in self._flat_inputs(args, kwargs))
         try:
             outputs = self.exported.call(self.weights, inputs)
         except Exception as exc:
@@ -121,6 +143,58 @@ class StableHLOProgram:
                 f"{[str(a) for a in self.exported.in_avals[len(self.weights) :]]}"
             ) from exc
         return [np.asarray(output) for output in _flatten(outputs)]
+
+    def _flat_inputs(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> list[Any]:
+        """The exported function's inputs: arguments bound like ``forward``'s, flattened in
+        the order of the export's example inputs, constants left out."""
+        program = self.exported_program
+        example = getattr(program, "example_inputs", None) if program is not None else None
+        if program is None or example is None:
+            if kwargs:
+                raise StableHLOError(
+                    "this program does not know its model's signature; pass the inputs "
+                    "positionally, flattened"
+                )
+            return _flatten(args)
+        example_args, example_kwargs = example
+        if not kwargs and not example_kwargs:
+            return _flatten(args)
+        parameters = _forward_parameters(program)
+        try:
+            bound = inspect.Signature(parameters).bind_partial(*args, **kwargs).arguments
+        except TypeError as exc:
+            listed = ", ".join(p.name for p in parameters)
+            raise StableHLOError(
+                f"run() arguments do not match the model's forward({listed}): {exc}"
+            ) from None
+        names = [p.name for p in parameters[: len(example_args)]] + list(example_kwargs)
+        given = dict(zip(names[: len(example_args)], example_args, strict=True))
+        given.update(example_kwargs)
+        leaves: list[Any] = []
+        missing: list[str] = []
+        is_constant = _constant_leaves(program)
+        for name in names:
+            start = len(leaves)
+            leaves.extend(_flatten(given[name]))
+            constants = [is_constant(i) for i in range(start, len(leaves))]
+            if name not in bound:
+                if not all(constants):
+                    missing.append(name)
+                continue
+            values = _flatten(bound[name])
+            fixed = [v for v, c, e in zip(values, constants, leaves[start:], strict=False) if c]
+            expected = [e for e, c in zip(leaves[start:], constants, strict=False) if c]
+            if fixed != expected or len(values) != len(constants):
+                raise StableHLOError(
+                    f"run() got {name}={bound[name]!r}, but the export fixed it to "
+                    f"{given[name]!r} (a constant in the graph); export again to change it"
+                )
+            leaves[start:] = values
+        if missing:
+            raise StableHLOError(
+                f"run() misses {', '.join(map(repr, missing))}: the export took them as inputs"
+            )
+        return leaves
 
     def save(self, path: str | os.PathLike[str]) -> tuple[str, str, str]:
         """Write ``path`` (MLIR text), ``path + ".jaxexport"`` and ``path + ".weights.npz"``.
@@ -157,26 +231,32 @@ def load_exported(path: str | os.PathLike[str]) -> tuple[Any, tuple[np.ndarray[A
 
 
 def _atomic_write(path: str, data: bytes) -> None:
-    # A unique sibling opened with "xb" (exclusive, mode 0666 minus umask like any open()),
-    # then renamed over the target: readers see the old file or the new one, never half.
-    temporary = os.path.join(
-        os.path.dirname(os.path.abspath(path)),
-        f".{os.path.basename(path)}.{os.getpid()}.{uuid.uuid4().hex}.tmp",
-    )
-    try:
-        with open(temporary, "xb") as stream:
-            stream.write(data)
-        os.replace(temporary, path)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
-        raise
+    # modelprov's one atomic writer: umask permissions, stale temporaries cleaned up.
+    from modelprov._io import atomic_write_bytes
+
+    atomic_write_bytes(path, data)
 
 
 def _flatten(value: Any) -> list[Any]:
     if isinstance(value, list | tuple):
         return [leaf for item in value for leaf in _flatten(item)]
+    if isinstance(value, dict):
+        return [leaf for item in value.values() for leaf in _flatten(item)]
     return [value]
+
+
+def _forward_parameters(program: Any) -> list[inspect.Parameter]:
+    """``forward``'s parameters as torch.export recorded them (positional ones first)."""
+    return list(inspect.signature(program.module().forward).parameters.values())
+
+
+def _constant_leaves(program: Any) -> Callable[[int], bool]:
+    """Whether the i-th flattened user input was specialized into a constant by torch.export
+    (the graph computes with the example's value whatever is passed)."""
+    from torch.export.graph_signature import ConstantArgument, InputKind
+
+    specs = [s for s in program.graph_signature.input_specs if s.kind == InputKind.USER_INPUT]
+    return lambda index: index < len(specs) and isinstance(specs[index].arg, ConstantArgument)
 
 
 def _to_numpy(value: Any) -> Any:

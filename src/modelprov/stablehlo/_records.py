@@ -9,15 +9,15 @@ import dataclasses
 import json
 from collections.abc import Mapping
 
-__all__ = ["ATTRIBUTE_PREFIX", "FxNodeInfo", "OpRecord", "provenance_attributes", "within"]
+from modelprov._stack_trace import Frame
+from modelprov.keys import STABLEHLO_MODULE_KEY as MODULE_KEY
+from modelprov.keys import STABLEHLO_MODULE_TYPE_KEY as MODULE_TYPE_KEY
+from modelprov.keys import STABLEHLO_NODE_KEY as NODE_KEY
+from modelprov.keys import STABLEHLO_SOURCE_NODE_KEY as SOURCE_NODE_KEY
+from modelprov.keys import STABLEHLO_STACK_KEY as STACK_KEY
+from modelprov.keys import STABLEHLO_TARGET_KEY as TARGET_KEY
 
-ATTRIBUTE_PREFIX = "modelprov."
-NODE_KEY = "modelprov.node"
-SOURCE_NODE_KEY = "modelprov.source_node"
-MODULE_KEY = "modelprov.module"
-MODULE_TYPE_KEY = "modelprov.module_type"
-TARGET_KEY = "modelprov.target"
-STACK_KEY = "modelprov.stack"
+__all__ = ["FxNodeInfo", "OpRecord", "provenance_attributes", "within"]
 
 
 def within(module_path: str, ancestor: str) -> bool:
@@ -32,13 +32,17 @@ class FxNodeInfo:
     Attributes:
         name: the FX node's name after decomposition (the name the op locations use).
         source_nodes: names of the node(s) of the ExportedProgram before decomposition it
-            was made from (``node.meta["from_node"]``); empty when unknown.
+            was made from (``node.meta["from_node"]``); empty when unknown. These are the
+            source ids ONNX exports of the same program use (``modelprov.join_sources``).
         module: innermost module path from ``nn_module_stack`` ('' for the root module).
         module_type: qualified class name of that module ('' when unknown).
         target: the ATen target, e.g. ``aten.addmm.default``.
-        file: file of the innermost stack frame (None without a stack trace).
-        line: line of the innermost stack frame (None without a stack trace).
+        file: file of the innermost frame of the user's code (``_stack_trace.user_frame``
+            on the raw trace, then paths rewritten; None without a stack trace).
+        line: line of that frame (None without a stack trace).
         stack_trace: the node's full stack trace ('' when none).
+        frames: the call stack down to the user frame (outermost first, tools skipped,
+            paths rewritten by the TraceOptions); what the op locations record.
     """
 
     name: str
@@ -49,10 +53,11 @@ class FxNodeInfo:
     file: str | None
     line: int | None
     stack_trace: str
+    frames: tuple[Frame, ...] = ()
 
     @property
     def stack(self) -> str:
-        """The innermost frame as ``file:line`` ('' when unknown)."""
+        """The user's innermost frame as ``file:line`` ('' when unknown)."""
         return f"{self.file}:{self.line}" if self.file is not None else ""
 
 
@@ -68,8 +73,9 @@ class OpRecord:
             outside any node (a hoisted constant with ``loc(unknown)``, shape checks).
         attributes: every attribute modelprov set on the op (``modelprov.*`` and user keys).
         text: the op's first printed line, with attributes and without location.
-        location: the op's location name (e.g. ``jit(forward)/addmm/add``) or its printed
-            location when it has no name.
+        location: the op's provenance location name (``<module path>/<source node>``,
+            e.g. ``0/linear``; several joined by ``;``), or its printed location when it
+            came from no FX node.
         parent: the index of the op whose region holds this op (a reduce, a while loop),
             None at function level. StableHLO's pretty printer writes a reduce whose body is
             one op in compact form (``applies stablehlo.add``), which does not print the body
@@ -113,7 +119,7 @@ def provenance_attributes(info: FxNodeInfo) -> dict[str, str]:
         MODULE_TYPE_KEY: info.module_type,
         TARGET_KEY: info.target,
     }
-    if info.source_nodes and info.source_nodes != (info.name,):
+    if info.source_nodes:
         values[SOURCE_NODE_KEY] = (
             info.source_nodes[0]
             if len(info.source_nodes) == 1

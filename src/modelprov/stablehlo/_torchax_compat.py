@@ -35,11 +35,20 @@ from typing import Any
 
 from modelprov.errors import MissingDependencyError
 
-__all__ = ["INSTALL_HINT", "RemovedOverload", "import_torchax", "removed_overloads_seen"]
+__all__ = [
+    "INSTALL_HINT",
+    "TESTED_TORCHAX",
+    "RemovedOverload",
+    "exported_program_states",
+    "import_torchax",
+    "removed_overloads_seen",
+]
 
 _LOG = logging.getLogger(__name__)
 
 INSTALL_HINT = 'pip install "modelprov[stablehlo]"'
+TESTED_TORCHAX = "0.0.13"
+"""The torchax version whose private helpers this module uses (the ``stablehlo`` extra's pin)."""
 
 _LOCK = threading.Lock()
 _SEEN: list[str] = []
@@ -129,3 +138,19 @@ def import_torchax() -> ModuleType:
         if _SEEN:
             _LOG.debug("torchax import: stood in for removed overloads %s", ", ".join(_SEEN))
         return torchax
+
+
+def exported_program_states(program: Any) -> list[Any]:
+    """The weights, buffers and lifted constants of an ExportedProgram, in the order torchax's
+    lowered function takes them (``torchax.export._extract_states_from_exported_program``,
+    private in torchax 0.0.13 and what its own ``exported_program_to_jax`` uses)."""
+    torchax = import_torchax()
+    extract = getattr(sys.modules["torchax.export"], "_extract_states_from_exported_program", None)
+    if extract is None:
+        raise MissingDependencyError(
+            f"torchax {getattr(torchax, '__version__', '?')} lacks "
+            "export._extract_states_from_exported_program; modelprov was tested with torchax "
+            f"{TESTED_TORCHAX}: install it with {INSTALL_HINT}"
+        )
+    _, states = extract(program)
+    return list(states)

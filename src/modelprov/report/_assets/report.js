@@ -171,21 +171,65 @@
     a.addEventListener("click", function (ev) { ev.preventDefault(); select(i, true); });
     return a;
   }
-  function sourceBlock(src) {
+  // Details panel: source lines with their code first, then module, FX nodes, metadata.
+  var LONG = 120;
+  function pretty(text) {
+    try { return JSON.stringify(JSON.parse(text), null, 2); } catch (e) { return text; }
+  }
+  function keyValue(parent, key, value) {
+    value = String(value);
+    if (value.length <= LONG && value.indexOf("\n") < 0) { kv(parent, key, value); return; }
+    // Long records (aten_call, inline records, tables) stay collapsed; formatted on demand.
+    parent.appendChild(el("div", "kk", key));
+    var box = el("details", "vv long");
+    box.appendChild(el("summary", null, value.length + " characters: show"));
+    box.addEventListener("toggle", function () {
+      if (box.open && box.childNodes.length === 1) box.appendChild(el("pre", null, pretty(value)));
+    });
+    parent.appendChild(box);
+  }
+  function frameCode(src) {
+    // The code line of the frame the source points at, as the stack trace recorded it.
+    var lines = (src.trace || "").split("\n"), mark = ", line " + src.line;
+    for (var k = lines.length - 2; k >= 0; k--) {
+      var at = lines[k].indexOf(mark);
+      if (at >= 0 && /^\s*File "/.test(lines[k]) && !/^\d/.test(lines[k].slice(at + mark.length))) {
+        return lines[k + 1].trim();
+      }
+    }
+    return "";
+  }
+  function codeBlock(src) {
+    var pre = el("pre", "code");
+    var context = data.code ? data.code[src.file + ":" + src.line] : null;
+    if (context) {
+      context.lines.forEach(function (text, k) {
+        var number = context.first + k;
+        var row = el("span", number === src.line ? "hl" : null,
+                     ("     " + number).slice(-5) + "  " + text + "\n");
+        pre.appendChild(row);
+      });
+      return pre;
+    }
+    var code = frameCode(src);
+    if (!code) return null;
+    pre.appendChild(el("span", "hl", ("     " + src.line).slice(-5) + "  " + code));
+    return pre;
+  }
+  function sourceRow(src) {
     var b = el("div", "src");
-    b.appendChild(el("div", "line", where(src)));
     var grid = el("div", "kv");
-    kv(grid, "FX node", src.fx || "(none)");
-    kv(grid, "source id", src.id);
+    kv(grid, "FX node", src.fx || src.id);
     if (src.target) kv(grid, "target", src.target);
-    kv(grid, "module", src.module || "(root)");
-    if (src.type) kv(grid, "module type", src.type);
-    Object.keys(src.keys).forEach(function (k) { kv(grid, k, src.keys[k]); });
+    kv(grid, "module", (src.module || "(root)") + (src.type ? "  (" + src.type + ")" : ""));
+    Object.keys(src.keys).forEach(function (k) { keyValue(grid, k, src.keys[k]); });
     b.appendChild(grid);
     if (src.trace) {
       var t = el("details");
       t.appendChild(el("summary", null, "stack trace"));
-      t.appendChild(el("pre", null, src.trace));
+      t.addEventListener("toggle", function () {
+        if (t.open && t.childNodes.length === 1) t.appendChild(el("pre", null, src.trace));
+      });
       b.appendChild(t);
     }
     return b;
@@ -198,17 +242,45 @@
     var pill = el("span", "pill", n.state + (n.confidence ? " (" + n.confidence + ")" : ""));
     pill.style.background = data.colors[n.state];
     details.appendChild(pill);
-    var grid = el("div", "kv");
-    kv(grid, "op", (n.domain ? n.domain + "::" : "") + n.op);
-    kv(grid, "module", groups[n.group].path || "(root)");
-    kv(grid, "sources", String(n.src.length));
-    Object.keys(n.keys).forEach(function (k) { kv(grid, k, n.keys[k]); });
-    details.appendChild(grid);
-    var lines = el("div");
-    lines.appendChild(el("h2", null, "Source lines"));
-    if (!n.src.length) lines.appendChild(el("div", "muted", "This node has no source."));
-    n.src.forEach(function (si) { lines.appendChild(sourceBlock(sources[si])); });
+    details.appendChild(el("span", "muted", "  " + (n.domain ? n.domain + "::" : "") + n.op +
+                           " · " + n.src.length + (n.src.length === 1 ? " source" : " sources")));
+    var srcs = n.src.map(function (si) { return sources[si]; });
+    // Source lines, each once, with the code around it and the FX nodes made there.
+    var byLine = {}, order = [];
+    srcs.forEach(function (src) {
+      var key = where(src);
+      if (!byLine[key]) { byLine[key] = []; order.push(key); }
+      byLine[key].push(src);
+    });
+    var lines = el("div", "lines");
+    lines.appendChild(el("h2", null, "Source lines (" + order.length + ")"));
+    if (!srcs.length) lines.appendChild(el("div", "muted", "This node has no source."));
+    order.forEach(function (key) {
+      var group = byLine[key];
+      var block = el("div", "srcline");
+      block.appendChild(el("div", "line", key));
+      var code = group[0].file === null ? null : codeBlock(group[0]);
+      if (code) block.appendChild(code);
+      block.appendChild(el("div", "muted", "FX " + group.map(function (x) { return x.fx || x.id; }).join(", ")));
+      lines.appendChild(block);
+    });
     details.appendChild(lines);
+    details.appendChild(el("h2", null, "Module"));
+    var grid = el("div", "kv");
+    kv(grid, "path", groups[n.group].path || "(root)");
+    if (groups[n.group].type) kv(grid, "type", groups[n.group].type);
+    details.appendChild(grid);
+    if (srcs.length) {
+      details.appendChild(el("h2", null, "FX nodes (" + srcs.length + ")"));
+      srcs.forEach(function (src) { details.appendChild(sourceRow(src)); });
+    }
+    var keys = Object.keys(n.keys);
+    if (keys.length) {
+      details.appendChild(el("h2", null, "Metadata"));
+      var meta = el("div", "kv");
+      keys.forEach(function (k) { keyValue(meta, k, n.keys[k]); });
+      details.appendChild(meta);
+    }
     [["inputs from", n["in"]], ["used by", n.out]].forEach(function (pair) {
       if (!pair[1].length) return;
       details.appendChild(el("h2", null, pair[0]));

@@ -1,0 +1,61 @@
+"""What provenance survives downstream compilers, on the issue's three models (issue 14).
+
+For seed 003's MLP, nn.TransformerEncoder (2 x 64) and a 2-layer Llama config, prints:
+- XLA: computing HLO instructions (not parameters, constants or broadcasts of constants)
+  whose metadata names a module path/source node (op_name) and a user source line (stack
+  frame), after ``jax.jit(...).compile()`` (target >= 95%);
+- IREE: ops of ``iree-compile --compile-to=flow`` whose location is known and names a module
+  path/source node (target >= 90%);
+- join: user FX nodes found on both the ONNX and the StableHLO side by source id, overall
+  and from each side (target >= 95%).
+
+    python benchmarks/bench_downstream.py [--models mlp,transformer_encoder,llama]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import warnings
+
+import modelprov
+from tests.stablehlo import _downstream
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Measure every model and print one line each."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--models", default=",".join(_downstream.MODELS))
+    options = parser.parse_args(argv)
+    print(
+        f"{'model':22} {'XLA named+line':>18} {'IREE flow named':>18} {'join both/all':>15} "
+        f"{'onnx->shlo':>10} {'shlo->onnx':>10} {'export s':>8}"
+    )
+    for name in options.models.split(","):
+        model, args, kwargs = _downstream.MODELS[name]()
+        start = time.perf_counter()
+        program = modelprov.export_stablehlo(model, args, kwargs)
+        seconds = time.perf_counter() - start
+        total, good, _ = _downstream.hlo_survival(
+            program, _downstream.compiled_hlo(program, *args, *kwargs.values())
+        )
+        try:
+            known, named = _downstream.iree_survival(_downstream.iree_flow(program))
+            iree = f"{named}/{known}={named / known:.3f}"
+        except ImportError:
+            iree = "no iree"
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            onnx_program = modelprov.export(model, args, kwargs=kwargs, verbose=False)
+        joined = modelprov.join_sources(onnx_program, program)
+        print(
+            f"{name:22} {f'{good}/{total}={good / total:.3f}':>18} {iree:>18} "
+            f"{f'{len(joined.both)}/{len(joined.ids)}={joined.coverage:.3f}':>15} "
+            f"{joined.onnx_coverage:>10.3f} {joined.stablehlo_coverage:>10.3f} {seconds:>8.1f}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,358 @@
+"""A zoo of small transformers architectures: is every claimed source one the node computes?
+
+Usage: python -m benchmarks.bench_zoo [--models bert,llama] [--tools onnxsim,ort-basic]
+                                      [--cache DIR]
+
+Each model (2 layers or stages, tiny widths, random weights, built from a transformers
+config) is exported once with torch.onnx (dynamo, optimize=False; cached under --cache),
+then optimized with modelprov.optimize, and recovered after onnxsim, onnxslim,
+onnxoptimizer and onnxruntime (basic, extended) run on the optimized model. For each
+step it prints recall (FX nodes, source lines, module paths), the number of sources that lie
+outside their node's value region (tests/_regions.py: values, not names), the number of
+nodes claiming an operation only through a constant shared with it, the number of nodes
+marked as keeping a source for recall only, and the time of the modelprov step.
+Acceptance: out-of-region 0 everywhere, recall 1.00.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import time
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+import torch
+
+import modelprov
+from modelprov.onnx import _tools
+from tests._regions import check_regions
+
+Builder = Callable[[], tuple[torch.nn.Module, tuple[torch.Tensor, ...]]]
+
+SEQUENCE = 8
+IMAGE = 32
+
+
+class _Hidden(torch.nn.Module):
+    """Calls a transformers model and returns one tensor (the last hidden state)."""
+
+    def __init__(self, model: torch.nn.Module, keyword: str) -> None:
+        super().__init__()
+        self.model = model
+        self.keyword = keyword
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        output = self.model(**{self.keyword: x})
+        return output.last_hidden_state  # type: ignore[no-any-return]
+
+
+def _text(model: torch.nn.Module) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
+    return _Hidden(model, "input_ids").eval(), (torch.randint(0, 100, (1, SEQUENCE)),)
+
+
+def _image(model: torch.nn.Module) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
+    return _Hidden(model, "pixel_values").eval(), (torch.randn(1, 3, IMAGE, IMAGE),)
+
+
+def bert() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
+    import transformers as t
+
+    config = t.BertConfig(
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        vocab_size=100,
+        max_position_embeddings=64,
+    )
+    return _text(t.BertModel(config, add_pooling_layer=False))
+
+
+def distilbert() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
+    import transformers as t
+
+    config = t.DistilBertConfig(
+        dim=32, n_layers=2, n_heads=4, hidden_dim=64, vocab_size=100, max_position_embeddings=64
+    )
+    return _text(t.DistilBertModel(config))
+
+
+def vit() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
+    import transformers as t
+
+    config = t.ViTConfig(
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        image_size=IMAGE,
+        patch_size=8,
+    )
+    return _image(t.ViTModel(config, add_pooling_layer=False))
+
+
+def llama() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
+    import transformers as t
+
+    config = t.LlamaConfig(
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=100,
+        max_position_embeddings=64,
+        use_cache=False,
+    )
+    return _text(t.LlamaModel(config))
+
+
+def qwen2() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
+    import transformers as t
+
+    config = t.Qwen2Config(
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=100,
+        max_position_embeddings=64,
+        use_cache=False,
+    )
+    return _text(t.Qwen2Model(config))
+
+
+def t5_encoder() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
+    import transformers as t
+
+    # Eager attention: the SDPA path's view after a transpose does not decompose for export.
+    config = t.T5Config(
+        d_model=32,
+        d_kv=8,
+        d_ff=64,
+        num_layers=2,
+        num_heads=4,
+        vocab_size=100,
+        attn_implementation="eager",
+    )
+    return _text(t.T5EncoderModel(config))
+
+
+def whisper_encoder() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
+    import transformers as t
+
+    config = t.WhisperConfig(
+        d_model=32,
+        encoder_layers=2,
+        encoder_attention_heads=4,
+        encoder_ffn_dim=64,
+        decoder_layers=1,
+        decoder_attention_heads=4,
+        decoder_ffn_dim=64,
+        num_mel_bins=16,
+        max_source_positions=16,
+    )
+    encoder = t.WhisperModel(config).get_encoder()
+    return _Hidden(encoder, "input_features").eval(), (torch.randn(1, 16, 32),)
+
+
+def resnet() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
+    import transformers as t
+
+    config = t.ResNetConfig(
+        embedding_size=16, hidden_sizes=[16, 32], depths=[1, 1], layer_type="basic"
+    )
+    return _image(t.ResNetModel(config))
+
+
+def convnext() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
+    import transformers as t
+
+    config = t.ConvNextConfig(hidden_sizes=[16, 32], depths=[1, 1], num_stages=2)
+    return _image(t.ConvNextModel(config))
+
+
+def swin() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
+    import transformers as t
+
+    config = t.SwinConfig(
+        image_size=IMAGE,
+        patch_size=4,
+        embed_dim=16,
+        depths=[1, 1],
+        num_heads=[2, 4],
+        window_size=4,
+        attn_implementation="eager",  # as for T5
+    )
+    return _image(t.SwinModel(config, add_pooling_layer=False))
+
+
+def mobilenet_v2() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
+    import transformers as t
+
+    config = t.MobileNetV2Config(image_size=IMAGE, depth_multiplier=0.35)
+    return _image(t.MobileNetV2Model(config, add_pooling_layer=False))
+
+
+MODELS: dict[str, Builder] = {
+    "bert": bert,
+    "distilbert": distilbert,
+    "vit": vit,
+    "llama": llama,
+    "qwen2": qwen2,
+    "t5-encoder": t5_encoder,
+    "whisper-encoder": whisper_encoder,
+    "resnet": resnet,
+    "convnext": convnext,
+    "swin": swin,
+    "mobilenet-v2": mobilenet_v2,
+}
+
+TOOLS: dict[str, tuple[str, dict[str, Any]]] = {
+    "onnxsim": ("onnxsim", {}),
+    "onnxslim": ("onnxslim", {}),
+    "onnxoptimizer": ("onnxoptimizer", {}),
+    "ort-basic": ("onnxruntime", {"level": "basic"}),
+    "ort-extended": ("onnxruntime", {"level": "extended"}),
+}
+
+
+def _cached_export(name: str, cache: str) -> tuple[ir.Model, list[np.ndarray]]:
+    """The model's plain export and its inputs, from the cache when present."""
+    import transformers
+
+    tag = f"{name}-torch{torch.__version__}-tf{transformers.__version__}".replace("+", "_")
+    path = os.path.join(cache, f"{tag}.onnx")
+    torch.manual_seed(0)
+    module, args = MODELS[name]()
+    inputs = [arg.numpy() for arg in args]
+    if os.path.exists(path):
+        return ir.load(path), inputs
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        program = torch.onnx.export(module, args, dynamo=True, optimize=False, verbose=False)
+    os.makedirs(cache, exist_ok=True)
+    partial = f"{path}.partial"
+    ir.save(program.model, partial)
+    os.replace(partial, path)
+    return program.model, inputs
+
+
+def _row(
+    model: str,
+    step: str,
+    export: ir.Model,
+    before: ir.Model,
+    after: ir.Model,
+    inputs: list[np.ndarray],
+    seconds: float,
+) -> dict[str, Any]:
+    """Recall against the plain export; regions against the step's input."""
+    report = modelprov.diff(export, after)
+    regions = check_regions(before, after, inputs)
+    return {
+        "model": model,
+        "step": step,
+        "nodes": len(after.graph),
+        "fx": report.fx_nodes.value,
+        "lines": report.source_lines.value,
+        "modules": report.module_paths.value,
+        "out_of_region": len(regions.violations),
+        "shared": len(regions.shared_constants),
+        "recall_only": len(regions.kept_for_recall),
+        "seconds": seconds,
+        "examples": regions.violations[:3],
+    }
+
+
+def sweep(models: list[str], tools: list[str], cache: str) -> list[dict[str, Any]]:
+    """Optimizes and recovers every model; one row per model and step."""
+    rows: list[dict[str, Any]] = []
+    for name in models:
+        try:
+            base, inputs = _cached_export(name, cache)
+        except Exception as error:  # an export failure is reported, the sweep goes on
+            print(f"{name:<16}export failed: {type(error).__name__}: {str(error)[-160:]}")
+            continue
+        started = time.perf_counter()
+        optimized = modelprov.optimize(base.clone())
+        rows.append(
+            _row(name, "optimize", base, base, optimized, inputs, time.perf_counter() - started)
+        )
+        _print(rows[-1])
+        original = ir.to_proto(optimized)
+        for tool in tools:
+            runner, options = TOOLS[tool]
+            output: onnx.ModelProto = _tools._RUNNERS[runner](original, **options)
+            started = time.perf_counter()
+            recovered = modelprov.recover(original, output)
+            seconds = time.perf_counter() - started
+            rows.append(
+                _row(
+                    name,
+                    f"recover/{tool}",
+                    base,
+                    optimized,
+                    ir.from_proto(recovered),
+                    inputs,
+                    seconds,
+                )
+            )
+            _print(rows[-1])
+    return rows
+
+
+_HEADER = (
+    f"{'model':<16}{'step':<22}{'nodes':>6}{'fx':>6}{'lines':>6}{'mods':>6}"
+    f"{'out':>5}{'shared':>7}{'recall':>7}{'sec':>7}"
+)
+
+
+def _print(row: dict[str, Any]) -> None:
+    print(
+        f"{row['model']:<16}{row['step']:<22}{row['nodes']:>6}{row['fx']:>6.2f}"
+        f"{row['lines']:>6.2f}{row['modules']:>6.2f}{row['out_of_region']:>5}"
+        f"{row['shared']:>7}{row['recall_only']:>7}{row['seconds']:>7.2f}",
+        flush=True,
+    )
+    if row["examples"]:
+        print(f"{'':<16}out of region, e.g. {row['examples']}", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--tools", default=",".join(TOOLS))
+    parser.add_argument(
+        "--cache",
+        default=os.path.join(os.path.expanduser("~"), ".cache", "modelprov", "zoo"),
+        help="where exports are kept between runs",
+    )
+    args = parser.parse_args(argv)
+    logging.getLogger("torch").setLevel(logging.ERROR)
+    models = [m for m in args.models.split(",") if m]
+    tools = [t for t in args.tools.split(",") if t]
+    unknown = [m for m in models if m not in MODELS] + [t for t in tools if t not in TOOLS]
+    if unknown:
+        parser.error(f"unknown model or tool: {', '.join(unknown)}")
+    print(_HEADER)
+    rows = sweep(models, tools, args.cache)
+    total_out = sum(row["out_of_region"] for row in rows)
+    worst = min(min(row["fx"], row["lines"], row["modules"]) for row in rows)
+    print(
+        f"total: out-of-region {total_out}, nodes claiming through shared constants "
+        f"{sum(row['shared'] for row in rows)}, lowest recall {worst:.2f}"
+    )
+    return 0 if total_out == 0 and worst == 1.0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,135 @@
+"""Checks a ModelProto before modelprov reads it: text is UTF-8, values are defined once.
+
+protobuf hands a string field that is not valid UTF-8 over as ``bytes``; onnx_ir then fails
+deep inside (or writes a model it cannot serialize). A node input no one produces, or a
+value produced twice, makes onnx_ir fail or log half-way through. These checks find such
+models first and say where, as a ModelprovError (exit 2 on the command line).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+import onnx
+import onnx_ir as ir
+
+from modelprov.errors import InvalidModelError, MetadataError
+
+__all__ = ["check_proto", "read_proto", "text_problems"]
+
+_REPAIR = "fix it, or run modelprov recover, which replaces invalid metadata text"
+
+
+def _metadata(entries: Iterable[onnx.StringStringEntryProto], where: str) -> Iterator[str]:
+    for entry in entries:
+        if not isinstance(entry.key, str):
+            yield f"{where}: metadata key {entry.key!r:.60} is not valid UTF-8"
+        elif not isinstance(entry.value, str):
+            yield f"{where}: the value of metadata key {entry.key!r} is not valid UTF-8"
+
+
+def _texts(fields: Iterable[tuple[str, object]], where: str) -> Iterator[str]:
+    for field, value in fields:
+        if not isinstance(value, str):
+            yield f"{where}: its {field} {value!r:.60} is not valid UTF-8"
+
+
+def _value_infos(infos: Iterable[onnx.ValueInfoProto], where: str) -> Iterator[str]:
+    for info in infos:
+        yield from _texts([("value name", info.name), ("doc_string", info.doc_string)], where)
+        yield from _metadata(info.metadata_props, f"{where}, value {info.name!r}")
+
+
+def _graph_text(graph: onnx.GraphProto, where: str, metadata: bool) -> Iterator[str]:
+    yield from _texts([("graph name", graph.name), ("doc_string", graph.doc_string)], where)
+    for index, node in enumerate(graph.node):
+        label = f"{where}node {node.name if isinstance(node.name, str) else index!r}"
+        yield from _node_text(node, label, metadata)
+    yield from _value_infos([*graph.input, *graph.output, *graph.value_info], where or "graph")
+    for tensor in graph.initializer:
+        yield from _texts([("initializer name", tensor.name)], where or "graph")
+
+
+def _node_text(node: onnx.NodeProto, label: str, metadata: bool) -> Iterator[str]:
+    yield from _texts(
+        [
+            ("name", node.name),
+            ("op_type", node.op_type),
+            ("domain", node.domain),
+            ("doc_string", node.doc_string),
+            *(("input name", name) for name in node.input),
+            *(("output name", name) for name in node.output),
+            *(("attribute name", attribute.name) for attribute in node.attribute),
+        ],
+        label,
+    )
+    if metadata:
+        yield from _metadata(node.metadata_props, label)
+    for attribute in node.attribute:
+        for graph in [attribute.g] if attribute.HasField("g") else []:
+            yield from _graph_text(graph, f"{label}/", metadata)
+        for graph in attribute.graphs:
+            yield from _graph_text(graph, f"{label}/", metadata)
+
+
+def text_problems(proto: onnx.ModelProto, *, metadata: bool = True) -> Iterator[str]:
+    """Every place where the model holds text that is not UTF-8 (metadata only when
+    ``metadata``), described."""
+    yield from _texts([("producer_name", proto.producer_name), ("domain", proto.domain)], "model")
+    if metadata:
+        yield from _metadata(proto.metadata_props, "model")
+    yield from _graph_text(proto.graph, "", metadata)
+    for function in proto.functions:
+        label = f"function {function.name!r:.60}"
+        yield from _texts([("name", function.name), ("domain", function.domain)], label)
+        if metadata:
+            yield from _metadata(function.metadata_props, label)
+        for index, node in enumerate(function.node):
+            yield from _node_text(node, f"{label}, node {node.name or index!r}", metadata)
+
+
+def _dataflow_problem(graph: onnx.GraphProto, where: str) -> str:
+    """A node input no one produces, or a value produced twice, in the main graph."""
+    defined = {value.name for value in graph.input}
+    defined.update(tensor.name for tensor in graph.initializer)
+    defined.update(sparse.values.name for sparse in graph.sparse_initializer)
+    for index, node in enumerate(graph.node):
+        label = f"{where}node {node.name or index!r} ({node.op_type})"
+        for name in node.input:
+            if name and name not in defined:
+                return (
+                    f"{label} reads {name!r}, which no graph input, initializer or earlier "
+                    "node produces; the graph is broken or not in topological order"
+                )
+        for name in node.output:
+            if name and name in defined:
+                return f"{label} produces {name!r}, which is already defined; names must be unique"
+            defined.add(name)
+    for output in graph.output:
+        if output.name not in defined:
+            return f"{where}graph output {output.name!r} is produced by no node or input"
+    return ""
+
+
+def check_proto(proto: onnx.ModelProto, where: str, *, metadata: bool = True) -> None:
+    """Raises a ModelprovError naming ``where`` and the place when the model holds text
+    that is not UTF-8 (metadata included when ``metadata``) or its main graph's dataflow is
+    broken (an input no one produces, a value produced twice)."""
+    for problem in text_problems(proto, metadata=metadata):
+        raise MetadataError(f"{where}: {problem}; {_REPAIR}")
+    problem = _dataflow_problem(proto.graph, "")
+    if problem:
+        raise InvalidModelError(f"{where}: {problem}")
+
+
+def read_proto(proto: onnx.ModelProto, where: str = "model") -> ir.Model:
+    """``ir.from_proto`` after :func:`check_proto`; onnx_ir's own failures become
+    InvalidModelError naming ``where``."""
+    check_proto(proto, where)
+    try:
+        return ir.from_proto(proto)
+    except Exception as error:
+        text = " ".join(str(error).split())[:300]
+        raise InvalidModelError(
+            f"{where}: onnx_ir cannot read the model ({type(error).__name__}: {text})"
+        ) from None

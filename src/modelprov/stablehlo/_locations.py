@@ -1,0 +1,220 @@
+"""Op locations that are provenance: written after lowering, read back from any MLIR.
+
+Each op lowered from an FX node gets ``loc("<module path>/<source node>"(<user frames>))``:
+
+- the name is the module path (``layers.0.self_attn``) and the node of the user's
+  ``torch.export`` program (``linear``; the source id ONNX exports share), joined by ``/``;
+  ops of the root module have just the node name;
+- inside, the user frame as a ``callsite`` chain of ``"<function>"("<file>":<line>:0)``
+  frames (the user frame first, then its callers), as JAX writes Python frames; XLA turns
+  the name into ``op_name`` and the frames into the instruction's stack frames;
+- an op lowered from several nodes gets a ``fused[...]`` location of one such name each.
+
+Ops whose location named no node keep theirs. :func:`decode` reads these names back from a
+location of any MLIR Python binding (JAX's ``jaxlib.mlir.ir`` or IREE's ``iree.compiler.ir``),
+so provenance is found after tools that drop attributes (IREE's flow stage) but keep
+locations.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from modelprov._stack_trace import Frame
+from modelprov.stablehlo._frames import is_tool_file
+from modelprov.stablehlo._records import FxNodeInfo
+
+__all__ = [
+    "LocatedSource",
+    "decode",
+    "location_name",
+    "provenance_location",
+    "relocate",
+    "with_aliases",
+    "without_frames",
+]
+
+_NAME = re.compile(r"^(?:(?P<module>[\w.]+)/)?(?P<node>[A-Za-z_]\w*)$")
+
+
+@dataclasses.dataclass(frozen=True)
+class LocatedSource:
+    """What one provenance location says: module path, source node and user frames.
+
+    Attributes:
+        module: the module path ('' for the root module).
+        node: the node of the user's torch.export program (the shared source id).
+        frames: the recorded frames, outermost first; the last is the user frame.
+    """
+
+    module: str
+    node: str
+    frames: tuple[Frame, ...]
+
+    @property
+    def file(self) -> str | None:
+        """File of the user frame (None when no frame was recorded)."""
+        return self.frames[-1].file if self.frames else None
+
+    @property
+    def line(self) -> int | None:
+        """Line of the user frame (None when no frame was recorded)."""
+        return self.frames[-1].line if self.frames else None
+
+
+def location_name(module: str, node: str) -> str:
+    """The location name of an op: ``module/node``, or ``node`` for the root module."""
+    return f"{module}/{node}" if module else node
+
+
+def _frame_location(ir: Any, frames: Sequence[Frame]) -> Any:
+    if not frames:
+        return ir.Location.unknown()
+    located = [
+        ir.Location.name(
+            frame.function or "<unknown>", childLoc=ir.Location.file(frame.file, frame.line, 0)
+        )
+        for frame in reversed(frames)
+    ]
+    if len(located) == 1:
+        return located[0]
+    return ir.Location.callsite(located[0], located[1:])
+
+
+def provenance_location(ir: Any, infos: Sequence[FxNodeInfo]) -> Any:
+    """The location of an op lowered from ``infos`` (a name, or a fused list of names)."""
+    parts: list[Any] = []
+    seen: set[str] = set()
+    for info in infos:
+        for node in info.source_nodes or (info.name,):
+            name = location_name(info.module, node)
+            if name in seen:
+                continue
+            seen.add(name)
+            parts.append(ir.Location.name(name, childLoc=_frame_location(ir, info.frames)))
+    if len(parts) == 1:
+        return parts[0]
+    return ir.Location.fused(parts)
+
+
+def with_aliases(
+    nodes: Sequence[str],
+    infos: Mapping[str, FxNodeInfo],
+    aliases: Mapping[str, tuple[FxNodeInfo, ...]],
+) -> list[FxNodeInfo]:
+    """The infos of ``nodes``, each followed by the nodes whose output it produces."""
+    result: list[FxNodeInfo] = []
+    for name in nodes:
+        result.append(infos[name])
+        result.extend(aliases.get(name, ()))
+    return result
+
+
+def relocate(
+    operations: Iterable[tuple[Any, Sequence[str]]],
+    infos: Mapping[str, FxNodeInfo],
+    aliases: Mapping[str, tuple[FxNodeInfo, ...]] | None = None,
+) -> int:
+    """Give each ``(operation, FX node names)`` pair with nodes its provenance location.
+
+    Ops without nodes (hoisted constants, returns, functions) lose JAX's Python frames, which
+    name the lowering's code, not the model's (see :func:`without_frames`). Must run inside
+    the module's MLIR context; returns how many ops were relocated.
+    """
+    from jaxlib.mlir import ir
+
+    cache: dict[tuple[str, ...], Any] = {}
+    count = 0
+    for operation, nodes in operations:
+        if not nodes:
+            operation.location = without_frames(ir, operation.location)
+            continue
+        key = tuple(nodes)
+        location = cache.get(key)
+        if location is None:
+            location = cache[key] = provenance_location(ir, with_aliases(key, infos, aliases or {}))
+        operation.location = location
+        count += 1
+    return count
+
+
+def without_frames(ir: Any, location: Any) -> Any:
+    """The location of an op from no FX node: unknown.
+
+    JAX's location there names the lowering's own code (Python frames of torchax, jax and
+    modelprov, scopes such as ``jit(forward)``), never the model; a plain name left behind
+    could also be mistaken for a source node.
+    """
+    del location
+    return ir.Location.unknown()
+
+
+def decode(ir: Any, location: Any) -> list[LocatedSource]:
+    """The provenance names in ``location`` (a Location of the binding module ``ir``).
+
+    Fused locations give one entry per named part; call sites are searched on their callee;
+    names that are not ``module/node`` (JAX's ``jit(...)`` scopes, argument names) or whose
+    frames are the lowering tools' (JAX's own locations) are looked through to their child.
+    Entries are distinct, in order.
+    """
+    found: list[LocatedSource] = []
+    pending = [location]
+    while pending:
+        loc = pending.pop(0)
+        typeid = loc.typeid
+        if typeid == ir.NameLoc.static_typeid:
+            name_loc = ir.NameLoc(loc)
+            match = _NAME.match(str(name_loc.name_str))
+            child = name_loc.child_loc
+            if match is not None and _is_frame_chain(ir, child):
+                entry = LocatedSource(match["module"] or "", match["node"], _frames(ir, child))
+                if entry not in found:
+                    found.append(entry)
+            else:
+                pending.append(child)
+        elif typeid == ir.FusedLoc.static_typeid:
+            pending.extend(ir.FusedLoc(loc).locations)
+        elif typeid == ir.CallSiteLoc.static_typeid:
+            pending.append(ir.CallSiteLoc(loc).callee)
+    return found
+
+
+def _is_frame_chain(ir: Any, location: Any) -> bool:
+    """True for what :func:`_frame_location` writes: unknown, or frames of no lowering tool."""
+    if location.typeid == ir.UnknownLoc.static_typeid:
+        return True
+    if location.typeid not in (ir.CallSiteLoc.static_typeid, ir.NameLoc.static_typeid):
+        return False
+    frames = _frames(ir, location)
+    return bool(frames) and not any(is_tool_file(frame.file) for frame in frames)
+
+
+def _frames(ir: Any, location: Any) -> tuple[Frame, ...]:
+    """Frames of a chain written by :func:`_frame_location`, outermost first."""
+    inner_first: list[Frame] = []
+    pending: Any = location
+    while pending is not None:
+        typeid = pending.typeid
+        if typeid == ir.CallSiteLoc.static_typeid:
+            site = ir.CallSiteLoc(pending)
+            inner_first.extend(_single_frame(ir, site.callee))
+            pending = site.caller
+        else:
+            inner_first.extend(_single_frame(ir, pending))
+            pending = None
+    return tuple(reversed(inner_first))
+
+
+def _single_frame(ir: Any, location: Any) -> list[Frame]:
+    function = ""
+    if location.typeid == ir.NameLoc.static_typeid:
+        name_loc = ir.NameLoc(location)
+        function = str(name_loc.name_str)
+        location = name_loc.child_loc
+    if location.typeid != ir.FileLineColLoc.static_typeid:
+        return []
+    file_loc = ir.FileLineColLoc(location)
+    return [Frame(str(file_loc.filename), int(file_loc.start_line), function, "")]

@@ -1,0 +1,243 @@
+"""Provenance of the ops of MLIR a user got elsewhere: from attributes and from locations.
+
+Works on what ``export_stablehlo`` wrote and on what downstream tools made of it: the text or
+bytecode of JAX's serialized module, ``stablehlo-opt`` output, IREE output of any stage
+(``iree-compile --compile-to=flow --mlir-print-debuginfo``). Attributes (``modelprov.*``,
+user keys) are read where they survived; locations (``_locations``) are read always, so ops
+of a stage that dropped the attributes still name their module path, source node and user
+frames. Parsing uses JAX's MLIR bindings (StableHLO and the builtin dialects registered,
+unknown dialects allowed), and IREE's bindings (``iree.compiler.ir``) for text JAX's cannot
+parse, when iree-base-compiler is installed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import types
+from collections.abc import Mapping
+from typing import Any
+
+from modelprov._sources import Source
+from modelprov._stack_trace import Frame
+from modelprov.errors import StableHLOError
+from modelprov.keys import STABLEHLO_MODULE_KEY as MODULE_KEY
+from modelprov.keys import STABLEHLO_MODULE_TYPE_KEY as MODULE_TYPE_KEY
+from modelprov.keys import STABLEHLO_NODE_KEY as NODE_KEY
+from modelprov.keys import STABLEHLO_SOURCE_NODE_KEY as SOURCE_NODE_KEY
+from modelprov.keys import STABLEHLO_STACK_KEY as STACK_KEY
+from modelprov.keys import STABLEHLO_TARGET_KEY as TARGET_KEY
+from modelprov.stablehlo._locations import LocatedSource, decode
+
+__all__ = ["MlirOp", "read_mlir_sources", "sources_from"]
+
+_BYTECODE_MAGIC = b"ML\xefR"
+_CONTAINERS = frozenset({"builtin.module", "func.func", "func.return"})
+
+
+@dataclasses.dataclass(frozen=True)
+class MlirOp:
+    """One op of a parsed MLIR module and its provenance.
+
+    Attributes:
+        index: position in a pre-order walk (modules, functions and returns not counted).
+        op_name: the MLIR operation name (``stablehlo.add``, ``flow.dispatch``...).
+        attributes: the op's string attributes whose name has a dot (``modelprov.*``,
+            ``custom.*``), as found.
+        sources: the sources its location and attributes name (empty: none known).
+        has_location: True when the location names at least one source.
+        location_known: False when the op's location is ``loc(unknown)``.
+    """
+
+    index: int
+    op_name: str
+    attributes: Mapping[str, str]
+    sources: tuple[Source, ...]
+    has_location: bool
+    location_known: bool
+
+
+def sources_from(located: list[LocatedSource], attributes: Mapping[str, str]) -> tuple[Source, ...]:
+    """Sources from decoded locations, completed by the ``modelprov.*`` attributes.
+
+    Without a provenance location, the attributes alone give one source (when they name a
+    node). Each source's ``id`` is the node of the user's torch.export program (the id ONNX
+    exports of the same program write under ``pkg.modelprov.source_node``).
+    """
+    user = {k: v for k, v in attributes.items() if not k.startswith("modelprov.")}
+    node = attributes.get(NODE_KEY, "")
+    target = attributes.get(TARGET_KEY, "")
+    module_type = attributes.get(MODULE_TYPE_KEY, "")
+    if not located:
+        if not node:
+            return ()
+        shared = attributes.get(SOURCE_NODE_KEY, node)
+        file, line = _split_stack(attributes.get(STACK_KEY, ""))
+        frames = (Frame(file, line, "", ""),) if file is not None and line is not None else ()
+        located = [
+            LocatedSource(attributes.get(MODULE_KEY, ""), shared_id, frames)
+            for shared_id in _ids(shared)
+        ]
+    single = len(located) == 1
+    return tuple(
+        Source(
+            id=entry.node,
+            fx_node=node or entry.node,
+            module_path=entry.module,
+            module_type=module_type if single else "",
+            target=target if single else "",
+            file=entry.file,
+            line=entry.line,
+            stack_trace=_trace(entry.frames),
+            metadata=types.MappingProxyType(dict(user)),
+        )
+        for entry in located
+    )
+
+
+def _ids(value: str) -> list[str]:
+    if value.startswith("["):
+        import json
+
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            return [value]
+        if isinstance(parsed, list) and all(isinstance(item, str) for item in parsed):
+            return parsed
+    return [value]
+
+
+def _split_stack(value: str) -> tuple[str | None, int | None]:
+    file, _, line = value.rpartition(":")
+    if not file or not line.isdigit():
+        return None, None
+    return file, int(line)
+
+
+def _trace(frames: tuple[Frame, ...]) -> str:
+    return "\n".join(
+        f'File "{frame.file}", line {frame.line}'
+        + (f", in {frame.function}" if frame.function else "")
+        for frame in frames
+    )
+
+
+def read_mlir_sources(mlir: str | bytes | os.PathLike[str]) -> tuple[MlirOp, ...]:
+    """Every op of an MLIR module (text, bytecode, or a path to either) with its sources.
+
+    Raises StableHLOError when no available MLIR binding can parse it.
+    """
+    data = _load(mlir)
+    errors: list[str] = []
+    for binding in _bindings():
+        try:
+            return _read_with(binding, data)
+        except _ParseError as exc:
+            errors.append(str(exc))
+    where = os.fspath(mlir) if isinstance(mlir, os.PathLike) else "the given MLIR"
+    raise StableHLOError(
+        f"cannot parse {where}: {'; '.join(errors) or 'no MLIR bindings installed'}; pass "
+        "MLIR text or bytecode (install iree-base-compiler to read IREE's dialects)"
+    )
+
+
+def _load(mlir: str | bytes | os.PathLike[str]) -> str | bytes:
+    if isinstance(mlir, os.PathLike):
+        with open(mlir, "rb") as handle:
+            raw = handle.read()
+        return raw if raw.startswith(_BYTECODE_MAGIC) else raw.decode("utf-8")
+    if isinstance(mlir, bytes) and not mlir.startswith(_BYTECODE_MAGIC):
+        return mlir.decode("utf-8")
+    return mlir
+
+
+class _ParseError(Exception):
+    pass
+
+
+def _bindings() -> list[tuple[Any, Any, Any]]:
+    """(ir module, context factory, parser) triples: JAX's first, IREE's when installed."""
+    found: list[tuple[Any, Any, Any]] = []
+    try:
+        from jax._src.interpreters import mlir as jax_mlir
+        from jaxlib.mlir import ir as jax_ir
+        from jaxlib.mlir.dialects import stablehlo
+
+        def jax_context() -> Any:
+            context = jax_mlir.make_ir_context()
+            context.allow_unregistered_dialects = True
+            return context
+
+        def jax_parse(data: str | bytes, context: Any) -> Any:
+            if isinstance(data, bytes):
+                # JAX serializes portable artifacts (VHLO); read them back as StableHLO.
+                try:
+                    return stablehlo.deserialize_portable_artifact(context, data)
+                except Exception:  # plain MLIR bytecode, not a portable artifact
+                    pass
+            return jax_ir.Module.parse(data)
+
+        found.append((jax_ir, jax_context, jax_parse))
+    except ImportError:
+        pass
+    try:
+        from iree.compiler import ir as iree_ir
+
+        def iree_parse(data: str | bytes, context: Any) -> Any:
+            del context
+            return iree_ir.Module.parse(data)
+
+        found.append((iree_ir, iree_ir.Context, iree_parse))
+    except ImportError:
+        pass
+    return found
+
+
+def _read_with(binding: tuple[Any, Any, Any], data: str | bytes) -> tuple[MlirOp, ...]:
+    ir, make_context, parse = binding
+    context = make_context()
+    with context:
+        try:
+            module = parse(data, context)
+        except Exception as exc:  # the bindings raise their own MLIRError
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise _ParseError(f"{ir.__name__}: {first}") from None
+        operations: list[Any] = []
+
+        def visit(op: Any) -> Any:
+            operations.append(op.operation)
+            return ir.WalkResult.ADVANCE
+
+        module.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
+        result: list[MlirOp] = []
+        for op in operations:
+            if op.name in _CONTAINERS:
+                continue
+            attributes = _string_attributes(ir, op)
+            located = decode(ir, op.location)
+            result.append(
+                MlirOp(
+                    index=len(result),
+                    op_name=str(op.name),
+                    attributes=types.MappingProxyType(attributes),
+                    sources=sources_from(located, attributes),
+                    has_location=bool(located),
+                    location_known=op.location.typeid != ir.UnknownLoc.static_typeid,
+                )
+            )
+    return tuple(result)
+
+
+def _string_attributes(ir: Any, op: Any) -> dict[str, str]:
+    found: dict[str, str] = {}
+    attributes = op.attributes
+    for position in range(len(attributes)):
+        named = attributes[position]
+        name = str(named.name)
+        if "." not in name:
+            continue
+        attribute = named.attr
+        if attribute.typeid == ir.StringAttr.static_typeid:
+            found[name] = str(ir.StringAttr(attribute).value)
+    return found

@@ -1,0 +1,246 @@
+"""What survives downstream compilers: XLA's HLO metadata, IREE's flow locations, MLIR passes.
+
+Shared by the survival tests and benchmarks/bench_downstream.py. The models are the issue's
+three: seed 003's MLP, nn.TransformerEncoder (2 layers x 64) and a 2-layer Llama config.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from modelprov import _examples
+from modelprov.stablehlo import StableHLOProgram, read_mlir_sources
+
+_INSTRUCTION = re.compile(
+    r"^\s*(?:ROOT\s+)?%(?P<name>[\w.\-]+)\s*=\s*\S+\s+(?P<opcode>[\w\-]+)\(.*?"
+    r"metadata=\{(?P<metadata>[^}]*)\}"
+)
+_INSTRUCTION_ANY = re.compile(
+    r"^\s*(?:ROOT\s+)?%(?P<name>[\w.\-]+)\s*=\s*\S+\s+(?P<opcode>[\w\-]+)\("
+)
+_OP_NAME = re.compile(r'op_name="(?P<op_name>[^"]*)"')
+_FRAME_ID = re.compile(r"stack_frame_id=(?P<id>\d+)")
+_SOURCE_FILE = re.compile(r'source_file="(?P<file>[^"]*)"')
+_SOURCE_LINE = re.compile(r"source_line=(?P<line>\d+)")
+_TABLE_ROW = re.compile(r"^(?P<id>\d+) (?P<body>.*)$")
+_FIELD = re.compile(r"(\w+)=(\d+)")
+
+# Instructions that compute nothing of the model: inputs, constants, plumbing.
+_NOT_COMPUTING = frozenset({"parameter", "constant", "tuple", "get-tuple-element"})
+
+
+def llama() -> tuple[torch.nn.Module, tuple[Any, ...], dict[str, Any]]:
+    """A 2-layer Llama config (hidden 64, 4 heads, 2 KV heads), random weights."""
+    from transformers import LlamaConfig, LlamaModel
+
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=1000,
+        max_position_embeddings=64,
+    )
+    return LlamaModel(config).eval(), (torch.randint(0, 1000, (1, 8)),), {"use_cache": False}
+
+
+MODELS: dict[str, Callable[[], tuple[torch.nn.Module, tuple[Any, ...], dict[str, Any]]]] = {
+    "mlp": lambda: (*_examples.mlp(), {}),
+    "transformer_encoder": lambda: (*_examples.transformer_encoder(), {}),
+    "llama": llama,
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class HloInstruction:
+    """One instruction of compiled HLO text and what its metadata says."""
+
+    name: str
+    opcode: str
+    operands: tuple[str, ...]
+    op_name: str
+    file: str | None
+    line: int | None
+
+
+def hlo_instructions(text: str) -> list[HloInstruction]:
+    """Instructions of ``Compiled.as_text()`` with op_name and innermost source frame."""
+    files, functions, locations, frames = _tables(text)
+    found: list[HloInstruction] = []
+    for line in text.splitlines():
+        match = _INSTRUCTION_ANY.match(line)
+        if match is None:
+            continue
+        metadata_match = re.search(r"metadata=\{([^}]*)\}", line)
+        metadata = metadata_match.group(1) if metadata_match else ""
+        op_name = _OP_NAME.search(metadata)
+        file: str | None = None
+        source_line: int | None = None
+        frame = _FRAME_ID.search(metadata)
+        if frame is not None:
+            location = locations.get(frames.get(int(frame["id"]), {}).get("file_location_id", -1))
+            if location is not None:
+                file = files.get(location.get("file_name_id", -1))
+                source_line = location.get("line")
+        elif _SOURCE_FILE.search(metadata):
+            file = _SOURCE_FILE.search(metadata)["file"]  # type: ignore[index]
+            line_match = _SOURCE_LINE.search(metadata)
+            source_line = int(line_match["line"]) if line_match else None
+        rest = line[match.end() :]
+        operands = tuple(re.findall(r"%([\w.\-]+)", rest.split(")", 1)[0]))
+        found.append(
+            HloInstruction(
+                match["name"],
+                match["opcode"],
+                operands,
+                op_name["op_name"] if op_name else "",
+                file,
+                source_line,
+            )
+        )
+    del functions
+    return found
+
+
+def _tables(
+    text: str,
+) -> tuple[dict[int, str], dict[int, str], dict[int, dict[str, int]], dict[int, dict[str, int]]]:
+    files: dict[int, str] = {}
+    functions: dict[int, str] = {}
+    locations: dict[int, dict[str, int]] = {}
+    frames: dict[int, dict[str, int]] = {}
+    section = ""
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped in ("FileNames", "FunctionNames", "FileLocations", "StackFrames"):
+            section = stripped
+            continue
+        if not stripped or stripped.startswith(("%", "ENTRY", "HloModule", "ROOT", "}")):
+            if stripped.startswith(("%", "ENTRY")):
+                section = ""
+            continue
+        row = _TABLE_ROW.match(stripped)
+        if row is None or not section:
+            continue
+        key, body = int(row["id"]), row["body"]
+        if section == "FileNames":
+            files[key] = body.strip('"')
+        elif section == "FunctionNames":
+            functions[key] = body.strip('"')
+        elif section == "FileLocations":
+            locations[key] = {k: int(v) for k, v in _FIELD.findall(body)}
+        elif section == "StackFrames":
+            frames[key] = {k: int(v) for k, v in _FIELD.findall(body)}
+    return files, functions, locations, frames
+
+
+def compiled_hlo(program: StableHLOProgram, *inputs: Any) -> str:
+    """XLA's optimized HLO text of ``program`` compiled for CPU through ``jax.jit``.
+
+    ``inputs`` are the flattened user inputs (tensors, then constants such as ``False``).
+    """
+    import jax
+    import numpy as np
+
+    arrays = tuple(
+        x.detach().numpy() if isinstance(x, torch.Tensor) else np.asarray(x) for x in inputs
+    )
+    return str(jax.jit(program.exported.call).lower(program.weights, arrays).compile().as_text())
+
+
+def module_paths_and_nodes(program: StableHLOProgram) -> set[str]:
+    """Every ``module/source node`` (or ``node``) location name the program's ops carry."""
+    names: set[str] = set()
+    for op in program.ops:
+        names.update(name for name in op.location.split(";") if op.nodes)
+    return names
+
+
+def hlo_survival(program: StableHLOProgram, hlo_text: str) -> tuple[int, int, list[HloInstruction]]:
+    """(computing instructions, those naming a module path/node and a user line, misses)."""
+    names = module_paths_and_nodes(program)
+    instructions = hlo_instructions(hlo_text)
+    constants = {i.name for i in instructions if i.opcode == "constant"}
+    counted = [
+        i
+        for i in instructions
+        if i.opcode not in _NOT_COMPUTING
+        and not (i.opcode == "broadcast" and set(i.operands) <= constants)
+    ]
+    misses: list[HloInstruction] = []
+    good = 0
+    for instruction in counted:
+        tail = instruction.op_name.split(";")
+        named = any(_ends_with_name(part, names) for part in tail)
+        user_line = (
+            instruction.file is not None
+            and instruction.line is not None
+            and not re.search(r"(?:^|/)(?:modelprov|torchax|jax|jaxlib)/", instruction.file)
+        )
+        if named and user_line:
+            good += 1
+        else:
+            misses.append(instruction)
+    return len(counted), good, misses
+
+
+def _ends_with_name(op_name: str, names: set[str]) -> bool:
+    parts = op_name.split("/")
+    return any("/".join(parts[i : i + k]) in names for k in (1, 2) for i in range(len(parts)))
+
+
+def iree_flow(program: StableHLOProgram) -> bytes:
+    """IREE's ``--compile-to=flow`` output (with locations) of the program's MLIR."""
+    import iree.compiler.tools as iree_tools
+
+    output = iree_tools.compile_str(
+        program.text_with_locations,
+        input_type="stablehlo",
+        extra_args=["--compile-to=flow", "--mlir-print-debuginfo"],
+    )
+    assert isinstance(output, bytes)
+    return output
+
+
+def iree_survival(flow: bytes) -> tuple[int, int]:
+    """(ops whose location is known, those naming a module path/source node)."""
+    ops = read_mlir_sources(flow)
+    known = [op for op in ops if op.location_known]
+    return len(known), sum(1 for op in known if op.has_location)
+
+
+def canonicalize_and_cse(text: str) -> str:
+    """``text`` after MLIR's canonicalize and CSE passes (JAX's bindings), with locations."""
+    from jax._src.interpreters import mlir
+    from jaxlib.mlir import ir
+    from jaxlib.mlir.passmanager import PassManager
+
+    with mlir.make_ir_context():
+        module = ir.Module.parse(text)
+        PassManager.parse("builtin.module(func.func(canonicalize,cse))").run(module.operation)
+        assert module.operation.verify()
+        return str(module.operation.get_asm(enable_debug_info=True))
+
+
+def run_text(program: StableHLOProgram, text: str, *inputs: torch.Tensor) -> list[Any]:
+    """Run MLIR ``text`` (the program's function, transformed) on XLA with its weights."""
+    import dataclasses as dc
+
+    import numpy as np
+    from jax._src.export import _export as jax_export_internals
+    from jax._src.interpreters import mlir
+    from jaxlib.mlir import ir
+
+    with mlir.make_ir_context():
+        module = ir.Module.parse(text)
+        serialized = jax_export_internals._module_to_bytecode(module)
+    exported = dc.replace(program.exported, mlir_module_serialized=serialized)
+    outputs = exported.call(program.weights, tuple(x.numpy() for x in inputs))
+    return [np.asarray(output) for output in outputs]
