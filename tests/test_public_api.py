@@ -100,6 +100,7 @@ PUBLIC_API: dict[str, list[str]] = {
     ],
     "modelprov.keys": [
         "ATEN_CALL_KEY",
+        "ATEN_SCHEMAS_KEY",
         "ATEN_DOMAIN",
         "ATEN_SCHEMA_KEY",
         "ATEN_TARGET_KEY",
