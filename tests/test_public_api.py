@@ -100,6 +100,7 @@ PUBLIC_API: dict[str, list[str]] = {
     ],
     "modelprov.keys": [
         "ATEN_CALL_KEY",
+        "ATEN_SCHEMAS_FORMAT",
         "ATEN_SCHEMAS_KEY",
         "ATEN_DOMAIN",
         "ATEN_SCHEMA_KEY",

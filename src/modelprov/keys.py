@@ -13,6 +13,7 @@ from typing import Final
 __all__ = [
     "ATEN_CALL_KEY",
     "ATEN_DOMAIN",
+    "ATEN_SCHEMAS_FORMAT",
     "ATEN_SCHEMAS_KEY",
     "ATEN_SCHEMA_KEY",
     "ATEN_TARGET_KEY",
@@ -100,6 +101,8 @@ ATEN_CALL_KEY: Final = "pkg.modelprov.aten_call"
 """Node key: the versioned JSON record of the node's ATen call."""
 ATEN_SCHEMAS_KEY: Final = "pkg.modelprov.aten_schemas"
 """Model key: the schema of every ATen target the model's aten_call records name, once each."""
+ATEN_SCHEMAS_FORMAT: Final = "modelprov.aten_schemas"
+"""The ``format`` of the ``pkg.modelprov.aten_schemas`` document."""
 ATEN_TARGET_KEY: Final = "pkg.modelprov.aten_target"
 ATEN_SCHEMA_KEY: Final = "pkg.modelprov.aten_schema"
 MODULE_CLASS_KEY: Final = "pkg.modelprov.module_class"

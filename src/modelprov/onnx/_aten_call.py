@@ -23,7 +23,7 @@ from modelprov._torch_compat import (
 )
 from modelprov._torch_compat import schema_by_name as schema_of
 from modelprov.errors import MetadataError
-from modelprov.keys import ATEN_CALL_KEY, ATEN_SCHEMAS_KEY, FX_NODE_KEY
+from modelprov.keys import ATEN_CALL_KEY, ATEN_SCHEMAS_FORMAT, ATEN_SCHEMAS_KEY, FX_NODE_KEY
 from modelprov.onnx._wrap import function_name
 
 __all__ = [
@@ -41,7 +41,6 @@ __all__ = [
 ATEN_CALL_VERSION = 2
 """Version 2 leaves the schema (and argument names and types) to the model's schema pool
 (``pkg.modelprov.aten_schemas``); version 1 records, which carry them, are still read."""
-ATEN_SCHEMAS_FORMAT = "modelprov.aten_schemas"
 ATEN_SCHEMAS_VERSION = 1
 
 
