@@ -35,14 +35,15 @@ def test_one_transpose_remains_with_both_sources(exported):
     assert len(lines) == 2
 
 
-def test_namespace_is_a_valid_common_stem(exported):
+def test_namespace_follows_the_output(exported):
+    """The merged transpose is laid out where its output is computed: the second transpose."""
     model, _ = exported
     node = next(node for node in model.graph if node.op_type == "Transpose")
     namespace = node.metadata_props["namespace"]
-    originals = [source.metadata["namespace"] for source in modelprov.sources(model, node)]
-    assert namespace.endswith("DoubleTranspose")
-    for original in originals:
-        assert original.startswith(namespace + "/")
+    by_fx = {source.fx_node: source for source in modelprov.sources(model, node)}
+    assert namespace == by_fx["transpose_1"].metadata["namespace"]
+    assert namespace != by_fx["transpose"].metadata["namespace"]
+    assert namespace.split("/")[0].endswith("DoubleTranspose")
 
 
 def test_saved_file_carries_the_same_provenance(exported):

@@ -1,7 +1,8 @@
 """Interrupted writes leave nothing behind; signals and closed pipes end quietly.
 
 These run the real command line or a real save in subprocesses (signals need their own
-process); the model is synthetic and large enough that a save takes a moment.
+process); the model is synthetic and large enough that a save takes a moment. The
+command-line ones (Ctrl-C, SIGTERM, a closed stdout) are in the slow tier.
 """
 
 from __future__ import annotations
@@ -123,6 +124,7 @@ def _cli_process(*args: str) -> subprocess.Popen[str]:
     return process
 
 
+@pytest.mark.slow
 def test_stdout_closed_early_is_quiet(tmp_path: Path) -> None:
     model = tmp_path / "big.onnx"
     onnx.save(ir.to_proto(synthetic_model(3000)), model)
@@ -136,6 +138,7 @@ def test_stdout_closed_early_is_quiet(tmp_path: Path) -> None:
     assert code in (0, 141)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("interrupt", [signal.SIGINT, signal.SIGTERM])
 def test_ctrl_c_and_sigterm_are_quiet_and_leave_no_output(
     tmp_path: Path, interrupt: signal.Signals

@@ -23,7 +23,7 @@ from modelprov._io import load_model_proto
 from modelprov._proto_check import text_problems
 from modelprov._sources import MAX_VALUE_BYTES, Source, collect_sources, node_label
 from modelprov.errors import MetadataError
-from modelprov.keys import AUDIT_FORMAT
+from modelprov.keys import ATEN_DOMAIN, AUDIT_FORMAT, MODULE_DOMAIN
 
 __all__ = [
     "AuditReport",
@@ -227,7 +227,7 @@ def _proto_holders(proto: onnx.ModelProto) -> Iterator[_Holder]:
             )
 
 
-_OWN_FUNCTIONS = ("function pkg.torch.aten::", "function pkg.torch.module::")
+_OWN_FUNCTIONS = (f"function {ATEN_DOMAIN}::", f"function {MODULE_DOMAIN}::")
 
 
 def _is_user_body_node(holder: _Holder) -> bool:

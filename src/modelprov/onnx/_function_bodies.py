@@ -16,8 +16,8 @@ import onnx_ir.passes.common as common_passes
 
 from modelprov._correspond import all_nodes
 from modelprov._sources import Source, original_metadata, own_source_id
+from modelprov.keys import ATEN_DOMAIN, MODULE_DOMAIN
 from modelprov.onnx._provenance import Provenance, node_label
-from modelprov.onnx._wrap import ATEN_DOMAIN, MODULE_DOMAIN
 
 __all__ = [
     "add_body_sources",
