@@ -30,6 +30,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "Recall",
         "RecoveryReport",
         "Source",
+        "SourceIndex",
         "StableHLOProgram",
         "StepRecord",
         "TraceOptions",
@@ -99,6 +100,8 @@ PUBLIC_API: dict[str, list[str]] = {
     ],
     "modelprov.keys": [
         "ATEN_CALL_KEY",
+        "ATEN_SCHEMAS_FORMAT",
+        "ATEN_SCHEMAS_KEY",
         "ATEN_DOMAIN",
         "ATEN_SCHEMA_KEY",
         "ATEN_TARGET_KEY",

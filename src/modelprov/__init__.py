@@ -5,7 +5,7 @@ Public API (everything else lives in private modules)::
     modelprov.export(model, args, f=None, *, policies=None, optimize=True, **torch_kwargs)
     modelprov.optimize(model, *, policies=None, rules=None)
     modelprov.recover(original, optimized)
-    modelprov.sources(model, node)
+    modelprov.sources(model, node), modelprov.SourceIndex(model)
     modelprov.Policies, modelprov.DEFAULT_POLICIES, modelprov.policy.*
     modelprov.audit(model), modelprov.diff(before, after)
 
@@ -24,7 +24,7 @@ from modelprov._sources import Source
 from modelprov._stack_trace import TraceOptions
 from modelprov.audit import AuditReport, DiffReport, Recall, audit, diff
 from modelprov.onnx._inline import InlinePass, inline
-from modelprov.onnx._lookup import sources
+from modelprov.onnx._lookup import SourceIndex, sources
 from modelprov.onnx._recover import RecoveryReport, recover, recover_with_report
 from modelprov.onnx._structural_hash import structural_hash
 from modelprov.policy import DEFAULT_POLICIES, MergeContext, Policies
@@ -92,6 +92,7 @@ __all__ = [
     "Recall",
     "RecoveryReport",
     "Source",
+    "SourceIndex",
     "StableHLOProgram",
     "StepRecord",
     "TraceOptions",

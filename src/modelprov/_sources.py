@@ -12,7 +12,9 @@ from __future__ import annotations
 import ast
 import base64
 import dataclasses
+import functools
 import json
+import re
 import types
 import zlib
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
@@ -137,15 +139,28 @@ class Source:
 
 def _literal_list(value: str) -> list[str]:
     """Parses a Python list-of-strings literal (never evaluates code); [] when it is not."""
+    return list(_parsed_literal_list(value))
+
+
+_SIMPLE_LIST = re.compile(r"\[(?:'[^'\\\n]*'(?:, '[^'\\\n]*')*)?\]")
+_SIMPLE_ITEM = re.compile(r"'([^'\\\n]*)'")
+
+
+@functools.lru_cache(maxsize=8192)
+def _parsed_literal_list(value: str) -> tuple[str, ...]:
+    # Layers repeat the same class hierarchies: parse each distinct text once. Lists of
+    # quoted strings without quotes or escapes (what torch.onnx writes) are read directly.
     if not value.startswith("["):
-        return []
+        return ()
+    if _SIMPLE_LIST.fullmatch(value):
+        return tuple(_SIMPLE_ITEM.findall(value))
     try:
         parsed = ast.literal_eval(value)
     except (ValueError, SyntaxError, MemoryError, RecursionError):
-        return []
+        return ()
     if isinstance(parsed, list) and all(isinstance(item, str) for item in parsed):
-        return parsed
-    return []
+        return tuple(parsed)
+    return ()
 
 
 def fx_node_name(metadata: Mapping[str, str]) -> str:

@@ -107,8 +107,10 @@ def frames(trace: str) -> list[Frame]:
     return result
 
 
+@functools.lru_cache(maxsize=4096)
 def innermost_frame(trace: str) -> Frame | None:
-    """The frame that made the operation: the last one of the (first) trace."""
+    """The frame that made the operation: the last one of the (first) trace (cached:
+    the layers of a model share their traces)."""
     traces = split_merged_traces(trace)
     if not traces:
         return None
@@ -237,12 +239,18 @@ def display_path(path: str, root: str | None = None) -> str:
 
 def split_chunks(trace: str) -> list[str]:
     """Splits a value into substrings at frame starts; ``"".join`` gives it back exactly."""
+    return list(_chunks(trace))
+
+
+@functools.lru_cache(maxsize=4096)
+def _chunks(trace: str) -> tuple[str, ...]:
+    # Cached: the layers of a model repeat the same traces.
     lines = trace.split("\n")
     chunks: list[str] = []
     for index, group in enumerate(_frame_groups(lines)):
         text = "\n".join(group)
         chunks.append(text if index == 0 else "\n" + text)
-    return chunks if chunks else [trace]
+    return tuple(chunks) if chunks else (trace,)
 
 
 def split_merged_traces(value: str) -> list[str]:

@@ -34,6 +34,7 @@ __all__ = [
     "is_op_target",
     "op_schema",
     "parse_fx_node_text",
+    "parse_schema",
     "schema_by_name",
     "tensor_argument_kind",
 ]
@@ -94,6 +95,18 @@ def schema_by_name(target: str) -> Any:
     except (AttributeError, RuntimeError):
         return None
     return op_schema(overload_op)
+
+
+def parse_schema(text: str) -> Any:
+    """The ``torch.FunctionSchema`` written as ``text`` (torch's own parser); None when
+    torch cannot read it."""
+    import torch
+
+    parse = _guarded("torch._C.parse_schema", lambda: torch._C.parse_schema)
+    try:
+        return parse(text)
+    except RuntimeError:
+        return None
 
 
 def tensor_argument_kind(kind: Any) -> tuple[bool, bool]:

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from modelprov import _progress
+from modelprov._gc import gc_paused
 from modelprov._io import (
     check_output,
     load_model,
@@ -154,17 +155,20 @@ def _rewrite_model(
 
 
 def _cmd_functionize(args: argparse.Namespace) -> int:
-    from modelprov.onnx._functionize import functionize
+    from modelprov.onnx._functionize import FunctionizePass
 
+    # The loaded model is ours: the pass changes it in place (no copy).
     return _rewrite_model(
-        args, "wrapping ops into functions", lambda model: functionize(model, level=args.level)
+        args,
+        "wrapping ops into functions",
+        lambda model: FunctionizePass(level=args.level)(model).model,
     )
 
 
 def _cmd_inline(args: argparse.Namespace) -> int:
-    from modelprov.onnx._inline import inline
+    from modelprov.onnx._inline import InlinePass
 
-    return _rewrite_model(args, "inlining functions", inline)
+    return _rewrite_model(args, "inlining functions", lambda model: InlinePass()(model).model)
 
 
 # --- reports --------------------------------------------------------------------------------
@@ -823,7 +827,8 @@ def _run(argv: Sequence[str] | None) -> int:
         for category in (DeprecationWarning, FutureWarning, UserWarning):
             warnings.simplefilter("ignore", category)
     try:
-        code: int = args.run(args)
+        with gc_paused():  # a short-lived process: collecting cycles would walk every node
+            code: int = args.run(args)
     except ImportError as error:
         if isinstance(error, ModelprovError):
             raise

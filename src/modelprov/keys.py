@@ -13,6 +13,8 @@ from typing import Final
 __all__ = [
     "ATEN_CALL_KEY",
     "ATEN_DOMAIN",
+    "ATEN_SCHEMAS_FORMAT",
+    "ATEN_SCHEMAS_KEY",
     "ATEN_SCHEMA_KEY",
     "ATEN_TARGET_KEY",
     "AUDIT_FORMAT",
@@ -97,6 +99,10 @@ ONNXSCRIPT_FOLDED_FROM_KEY: Final = "pkg.onnxscript.optimizer.folded_from"
 # ATen calls and functions (modelprov.export, modelprov.functionize).
 ATEN_CALL_KEY: Final = "pkg.modelprov.aten_call"
 """Node key: the versioned JSON record of the node's ATen call."""
+ATEN_SCHEMAS_KEY: Final = "pkg.modelprov.aten_schemas"
+"""Model key: the schema of every ATen target the model's aten_call records name, once each."""
+ATEN_SCHEMAS_FORMAT: Final = "modelprov.aten_schemas"
+"""The ``format`` of the ``pkg.modelprov.aten_schemas`` document."""
 ATEN_TARGET_KEY: Final = "pkg.modelprov.aten_target"
 ATEN_SCHEMA_KEY: Final = "pkg.modelprov.aten_schema"
 MODULE_CLASS_KEY: Final = "pkg.modelprov.module_class"

@@ -8,6 +8,7 @@ op's schema from torch. Format: docs/metadata-format.md.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -17,10 +18,12 @@ import onnx_ir as ir
 from modelprov._torch_compat import (
     FX_REFERENCE,
     parse_fx_node_text,
+    parse_schema,
     tensor_argument_kind,
 )
 from modelprov._torch_compat import schema_by_name as schema_of
-from modelprov.keys import ATEN_CALL_KEY, FX_NODE_KEY
+from modelprov.errors import MetadataError
+from modelprov.keys import ATEN_CALL_KEY, ATEN_SCHEMAS_FORMAT, ATEN_SCHEMAS_KEY, FX_NODE_KEY
 from modelprov.onnx._wrap import function_name
 
 __all__ = [
@@ -29,11 +32,16 @@ __all__ = [
     "AtenArgument",
     "AtenCall",
     "call_of",
+    "dump_schemas",
     "function_name",
+    "load_schemas",
     "schema_of",
 ]
 
-ATEN_CALL_VERSION = 1
+ATEN_CALL_VERSION = 2
+"""Version 2 leaves the schema (and argument names and types) to the model's schema pool
+(``pkg.modelprov.aten_schemas``); version 1 records, which carry them, are still read."""
+ATEN_SCHEMAS_VERSION = 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,24 +75,24 @@ class AtenCall:
         return [argument for argument in self.arguments if argument.is_tensor]
 
     def to_json(self) -> str:
-        """The versioned JSON record (key ``pkg.modelprov.aten_call``)."""
-        args: list[dict[str, Any]] = []
+        """The versioned JSON record (key ``pkg.modelprov.aten_call``, version 2): the target
+        and the argument values in schema order; the schema goes to the model's pool
+        (:func:`dump_schemas`)."""
+        args: list[Any] = []
         for argument in self.arguments:
-            entry: dict[str, Any] = {"name": argument.name, "type": argument.type}
             if argument.is_tensor:
                 pairs = [{"fx": fx, "onnx": name} if fx else None for fx, name in argument.tensors]
-                entry["tensor"] = pairs if argument.is_list else (pairs[0] if pairs else None)
+                args.append(pairs if argument.is_list else (pairs[0] if pairs else None))
             else:
-                entry["value"] = argument.value
-            args.append(entry)
-        document = {"version": ATEN_CALL_VERSION, "target": self.target, "schema": self.schema}
-        document["args"] = args
+                args.append(argument.value)
+        document = {"version": ATEN_CALL_VERSION, "target": self.target, "args": args}
         return json.dumps(document, ensure_ascii=False, separators=(",", ":"))
 
     @classmethod
-    def from_json(cls, text: str) -> AtenCall | None:
-        """Parses a record; None when it is not one this version reads (wrong version or
-        shape), so the caller falls back to the FX node's text."""
+    def from_json(cls, text: str, schemas: Mapping[str, str] | None = None) -> AtenCall | None:
+        """Parses a record (version 1 or 2); None when it is not one this version reads
+        (wrong version or shape), so the caller falls back to the FX node's text. A version-2
+        record takes its schema from ``schemas`` (the model's pool), else from torch."""
         try:
             document = json.loads(text)
         except (ValueError, TypeError, RecursionError):
@@ -93,16 +101,81 @@ class AtenCall:
             return None
         version, args = document.get("version"), document.get("args", [])
         target, schema = document.get("target"), document.get("schema", "")
-        if type(version) is not int or version != ATEN_CALL_VERSION:
+        if type(version) is not int or version not in (1, ATEN_CALL_VERSION):
             return None
         if not isinstance(target, str) or not isinstance(schema, str):
             return None
         if not isinstance(args, list):
             return None
+        if version == ATEN_CALL_VERSION:
+            return _from_values(target, args, schemas or {})
         arguments = [_argument(entry) for entry in args]
         if any(argument is None for argument in arguments):
             return None
         return cls(target, schema, tuple(a for a in arguments if a is not None))
+
+
+def _from_values(target: str, values: list[Any], schemas: Mapping[str, str]) -> AtenCall | None:
+    """A version-2 record's call: names and types from the target's schema."""
+    text = schemas.get(target)
+    if text is None:
+        known = schema_of(target)
+        if known is None:
+            return None
+        text = str(known)
+    schema = _parsed_schema(text)
+    if schema is None or len(values) != len(schema.arguments):
+        return None
+    arguments: list[AtenArgument] = []
+    for argument, raw in zip(schema.arguments, values, strict=True):
+        is_tensor, is_list = tensor_argument_kind(argument.type)
+        kind = str(argument.type)
+        if not is_tensor:
+            arguments.append(AtenArgument(argument.name, kind, False, (), raw))
+            continue
+        entry = _argument({"name": argument.name, "type": kind, "tensor": raw})
+        if entry is None or (is_list and not isinstance(raw, list)):
+            return None
+        arguments.append(dataclasses.replace(entry, is_list=is_list))
+    return AtenCall(target, text, tuple(arguments))
+
+
+@functools.lru_cache(maxsize=1024)
+def _parsed_schema(text: str) -> Any:
+    return parse_schema(text)
+
+
+def dump_schemas(schemas: Mapping[str, str]) -> str:
+    """The model-level ``pkg.modelprov.aten_schemas`` value: each target's schema once."""
+    document = {
+        "format": ATEN_SCHEMAS_FORMAT,
+        "version": ATEN_SCHEMAS_VERSION,
+        "schemas": dict(sorted(schemas.items())),
+    }
+    return json.dumps(document, ensure_ascii=False, separators=(",", ":"))
+
+
+def load_schemas(text: str | None, *, where: str = "model") -> dict[str, str]:
+    """Parses :func:`dump_schemas`' form ({} when absent); MetadataError when malformed."""
+    if not text:
+        return {}
+    try:
+        document = json.loads(text)
+    except (ValueError, RecursionError) as error:
+        raise MetadataError(f"{where}: {ATEN_SCHEMAS_KEY!r} is not valid JSON: {error}") from None
+    if not isinstance(document, dict) or document.get("format") != ATEN_SCHEMAS_FORMAT:
+        raise MetadataError(f"{where}: {ATEN_SCHEMAS_KEY!r} is not a modelprov schema pool")
+    if document.get("version") != ATEN_SCHEMAS_VERSION:
+        raise MetadataError(
+            f"{where}: {ATEN_SCHEMAS_KEY!r} version {document.get('version')!r} is not "
+            f"supported (supports {ATEN_SCHEMAS_VERSION}); upgrade modelprov"
+        )
+    schemas = document.get("schemas")
+    if not isinstance(schemas, dict) or not all(
+        isinstance(key, str) and isinstance(value, str) for key, value in schemas.items()
+    ):
+        raise MetadataError(f"{where}: {ATEN_SCHEMAS_KEY!r} must map targets to schema text")
+    return schemas
 
 
 def _argument(entry: object) -> AtenArgument | None:
@@ -199,11 +272,16 @@ def call_from_fx_text(text: str, value_names: Mapping[str, str]) -> AtenCall | N
         return None
 
 
-def call_of(metadata: Mapping[str, str], value_names: Mapping[str, str]) -> AtenCall | None:
-    """The ATen call of one source: its record, else parsed from its FX node text."""
+def call_of(
+    metadata: Mapping[str, str],
+    value_names: Mapping[str, str],
+    schemas: Mapping[str, str] | None = None,
+) -> AtenCall | None:
+    """The ATen call of one source: its record (schemas from the model's pool), else
+    parsed from its FX node text."""
     record = metadata.get(ATEN_CALL_KEY)
     if record:
-        call = AtenCall.from_json(record)
+        call = AtenCall.from_json(record, schemas)
         if call is not None:
             return call
     text = metadata.get(FX_NODE_KEY, "")

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from modelprov.errors import MetadataError
 from modelprov.onnx._aten_call import (
     AtenCall,
     call_from_fx_text,
     call_of,
+    dump_schemas,
     function_name,
+    load_schemas,
     onnx_attribute,
 )
 
@@ -84,3 +89,50 @@ def test_names_and_attributes() -> None:
 )
 def test_malformed_records_are_not_read(text: str) -> None:
     assert AtenCall.from_json(text) is None
+
+
+def _v1_record(call: AtenCall) -> str:
+    """The version-1 form (schema, names and types inline), as earlier modelprov wrote it."""
+    args = []
+    for a in call.arguments:
+        entry: dict[str, object] = {"name": a.name, "type": a.type}
+        if a.is_tensor:
+            pairs = [{"fx": fx, "onnx": onnx} if fx else None for fx, onnx in a.tensors]
+            entry["tensor"] = pairs if a.is_list else pairs[0]
+        else:
+            entry["value"] = a.value
+        args.append(entry)
+    document = {"version": 1, "target": call.target, "schema": call.schema, "args": args}
+    return json.dumps(document)
+
+
+def test_version_1_records_are_still_read() -> None:
+    call = call_from_fx_text(LAYER_NORM, {"clone": "clone", "p_w": "model.w"})
+    assert call is not None
+    old = _v1_record(call)
+    assert AtenCall.from_json(old) == call
+    assert len(call.to_json()) < len(old) / 2
+    assert json.loads(call.to_json())["version"] == 2
+    assert "schema" not in json.loads(call.to_json())
+
+
+def test_schema_pool_round_trip_and_precedence() -> None:
+    call = call_from_fx_text(LAYER_NORM, {})
+    assert call is not None
+    pool = load_schemas(dump_schemas({call.target: call.schema}))
+    assert pool == {call.target: call.schema}
+    assert AtenCall.from_json(call.to_json(), pool) == call
+    # The pool's schema wins over torch's: a renamed argument shows it was used.
+    renamed = {call.target: call.schema.replace("Tensor input", "Tensor x")}
+    from_pool = AtenCall.from_json(call.to_json(), renamed)
+    assert from_pool is not None and from_pool.arguments[0].name == "x"
+    # A record whose arguments do not fit its schema is no record (fall back to FX text).
+    mismatched = json.dumps({"version": 2, "target": call.target, "args": [1]})
+    assert AtenCall.from_json(mismatched) is None
+    assert load_schemas(None) == {}
+
+
+def test_malformed_schema_pool_is_an_error() -> None:
+    for text in ("{", '{"format":"x"}', '{"format":"modelprov.aten_schemas","version":9}'):
+        with pytest.raises(MetadataError, match="aten_schemas"):
+            load_schemas(text)

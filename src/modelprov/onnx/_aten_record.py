@@ -3,7 +3,8 @@
 Called by modelprov.export right after torch.onnx.export(optimize=False): the ONNX nodes
 torch.onnx made from an FX node carry ``pkg.torch.onnx.fx_node`` text starting with
 ``%<fx name>``; each gets the JSON record of that FX node's ATen call (target, schema,
-bound arguments, and for tensor arguments the FX and ONNX value names).
+bound arguments, and for tensor arguments the FX and ONNX value names); each target's
+schema is stored once, in the model-level pool ``pkg.modelprov.aten_schemas``.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ import torch
 from modelprov._correspond import all_nodes
 from modelprov._sources import fx_node_name
 from modelprov._torch_compat import is_op_overload, op_schema
-from modelprov.keys import ATEN_CALL_KEY
-from modelprov.onnx._aten_call import bind
+from modelprov.keys import ATEN_CALL_KEY, ATEN_SCHEMAS_KEY
+from modelprov.onnx._aten_call import bind, dump_schemas
 
 __all__ = ["record_aten_calls"]
 
@@ -49,6 +50,7 @@ def record_aten_calls(program: torch.onnx.ONNXProgram) -> None:
         return
     onnx_names = _onnx_names(program)
     records: dict[str, str] = {}
+    schemas: dict[str, str] = {}
     for node in exported.graph.nodes:
         target = node.target
         if node.op != "call_function" or not is_op_overload(target):
@@ -64,7 +66,10 @@ def record_aten_calls(program: torch.onnx.ONNXProgram) -> None:
         except (TypeError, ValueError):
             continue
         records[node.name] = call.to_json()
+        schemas[call.target] = call.schema
     for onnx_node in all_nodes(program.model.graph):
         record = records.get(fx_node_name(onnx_node.metadata_props))
         if record is not None:
             onnx_node.metadata_props[ATEN_CALL_KEY] = record
+    if schemas:
+        program.model.metadata_props[ATEN_SCHEMAS_KEY] = dump_schemas(schemas)

@@ -32,13 +32,21 @@ from modelprov._sources import _literal_list
 from modelprov.keys import (
     ATEN_DOMAIN,
     ATEN_SCHEMA_KEY,
+    ATEN_SCHEMAS_KEY,
     ATEN_TARGET_KEY,
     CLASS_HIERARCHY_KEY,
     MODULE_CLASS_KEY,
     MODULE_DOMAIN,
     NAME_SCOPES_KEY,
 )
-from modelprov.onnx._aten_call import AtenCall, call_of, function_name, onnx_attribute, schema_of
+from modelprov.onnx._aten_call import (
+    AtenCall,
+    call_of,
+    function_name,
+    load_schemas,
+    onnx_attribute,
+    schema_of,
+)
 from modelprov.onnx._call_provenance import call_metadata, rewrite_table
 from modelprov.onnx._convert import run_on_copy
 from modelprov.onnx._provenance import Provenance
@@ -189,11 +197,12 @@ class FunctionizePass(ir.passes.InPlacePass):
                 Skipped(tuple(_label(n) for n in orphans), "no FX node with an ATen schema")
             )
         names = _value_names(model.graph)
+        schemas = load_schemas(model.metadata_props.get(ATEN_SCHEMAS_KEY))
         order = {node: index for index, node in enumerate(model.graph)}
         regions: list[Region] = []
         for key, nodes in groups.items():
             source = provenance.table[primaries[key]]
-            call = call_of(source.metadata, names)
+            call = call_of(source.metadata, names, schemas)
             labels = tuple(_label(node) for node in nodes)
             if call is None:
                 run.skipped.append(Skipped(labels, f"{source.target}: no ATen schema found"))

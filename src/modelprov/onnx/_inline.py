@@ -10,8 +10,9 @@ it). Functions no call uses any more are removed; other functions are left alone
 
 from __future__ import annotations
 
+import collections
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, overload
 
 import onnx
@@ -122,13 +123,13 @@ class InlinePass(ir.passes.InPlacePass):
         provenance = Provenance.read(model)
         graph = model.graph
         functions = model.functions
-        names = {node.name for node in graph if node.name}
+        names = _Names(node.name for node in graph if node.name)
         placeholders: list[tuple[ir.Node, str]] = []
         expanded = 0
-        pending = [node for node in graph if _is_ours(node, functions)]
+        pending = collections.deque(node for node in graph if _is_ours(node, functions))
         bodies_used: set[ir.OperatorIdentifier] = set()
         while pending:
-            call = pending.pop(0)
+            call = pending.popleft()
             identifier = call.op_identifier()
             new_nodes = _expand(
                 call,
@@ -143,7 +144,7 @@ class InlinePass(ir.passes.InPlacePass):
                 old.replace_all_uses_with(new, replace_graph_outputs=True)
             graph.remove(call, safe=True)
             expanded += 1
-            pending = [node for node in new_nodes if _is_ours(node, functions)] + pending
+            pending.extendleft(reversed([node for node in new_nodes if _is_ours(node, functions)]))
         _resolve_constants(graph, placeholders)
         dropped = _drop_unused_functions(model)
         if expanded:
@@ -155,13 +156,24 @@ def _is_ours(node: ir.Node, functions: Mapping[ir.OperatorIdentifier, ir.Functio
     return node.domain in _DOMAINS and node.op_identifier() in functions
 
 
-def _unique(name: str, names: set[str]) -> str:
-    candidate, count = name, 1
-    while candidate in names:
-        count += 1
-        candidate = f"{name}_{count}"
-    names.add(candidate)
-    return candidate
+class _Names:
+    """Names in use; ``unique(name)`` gives ``name`` or the first free ``name_2``, ``name_3``…
+    (remembering where each base name's search stopped, so repeats cost O(1))."""
+
+    def __init__(self, used: Iterable[str]) -> None:
+        self._used = set(used)
+        self._next: dict[str, int] = {}
+
+    def unique(self, name: str) -> str:
+        candidate, count = name, self._next.get(name, 1)
+        if count > 1:
+            candidate = f"{name}_{count}"
+        while candidate in self._used:
+            count += 1
+            candidate = f"{name}_{count}"
+        self._next[name] = count
+        self._used.add(candidate)
+        return candidate
 
 
 def _function_outputs(call: ir.Node, new_nodes: list[ir.Node]) -> list[ir.Value]:
@@ -172,7 +184,7 @@ def _function_outputs(call: ir.Node, new_nodes: list[ir.Node]) -> list[ir.Value]
 def _expand(
     call: ir.Node,
     function: ir.Function,
-    names: set[str],
+    names: _Names,
     placeholders: list[tuple[ir.Node, str]],
     *,
     owns_body: bool,
@@ -218,7 +230,7 @@ def _expand(
             attributes,
             overload=node.overload,
             num_outputs=len(node.outputs),
-            name=_unique(name, names) if name else None,
+            name=names.unique(name) if name else None,
             doc_string=node.doc_string,
             metadata_props=metadata,
             version=node.version,
@@ -282,10 +294,9 @@ def _resolve_constants(graph: ir.Graph, placeholders: list[tuple[ir.Node, str]])
 def _drop_unused_functions(model: ir.Model) -> bool:
     """Removes functionize's functions and domains nothing uses; True when it removed any."""
     dropped = False
+    in_graph = {node.op_identifier() for node in ir.traversal.RecursiveGraphIterator(model.graph)}
     while True:
-        used: set[ir.OperatorIdentifier] = set()
-        for node in ir.traversal.RecursiveGraphIterator(model.graph):
-            used.add(node.op_identifier())
+        used = set(in_graph)
         for function in model.functions.values():
             for node in ir.traversal.RecursiveGraphIterator(function):
                 used.add(node.op_identifier())
@@ -296,7 +307,7 @@ def _drop_unused_functions(model: ir.Model) -> bool:
             del model.functions[key]
             dropped = True
     domains = {key[0] for key in model.functions}
-    domains.update(node.domain for node in ir.traversal.RecursiveGraphIterator(model.graph))
+    domains.update(key[0] for key in in_graph)
     for domain in _DOMAINS:
         if domain not in domains and domain in model.opset_imports:
             del model.opset_imports[domain]

@@ -31,7 +31,7 @@ import onnx_ir.passes.common as common_passes
 
 from modelprov._correspond import Change, Snapshot, all_nodes, diff
 from modelprov._io import load_model_proto
-from modelprov._proto_check import read_proto
+from modelprov._proto_check import check_proto, read_proto
 from modelprov.errors import CorrespondenceError
 from modelprov.keys import CONFIDENCE_KEY, RECOVER_REPORT_FORMAT
 from modelprov.onnx._correspondence_check import correspondence_problems
@@ -487,12 +487,11 @@ def recover_with_report(
     """
     before = _load(original, "original")
     after = _load(optimized, "optimized")
-    original_ir = (
-        before.clone()
-        if isinstance(before, ir.Model)
-        else read_proto(_repaired(before, policies)[0], "the original model")
-    )
-    _infer_shapes(original_ir)
+    if isinstance(before, ir.Model):
+        original_ir = before.clone()
+        _infer_shapes(original_ir)
+    else:
+        original_ir = _inferred_ir(_repaired(before, policies)[0], "the original model")
     if isinstance(after, ir.Model):
         result = after.clone()
         report = recover_ir(original_ir, result, policies=policies, force=force)
@@ -503,6 +502,22 @@ def recover_with_report(
     _copy_metadata(working, proto)
     report = dataclasses.replace(report, repaired=tuple(_dedupe([*repaired, *report.repaired])))
     return proto, report
+
+
+def _inferred_ir(proto: onnx.ModelProto, where: str) -> ir.Model:
+    """The original as onnx_ir with inferred shapes: onnx's shape inference run on the proto
+    at hand (the pass on an ir model would serialize it and read it back once more)."""
+    check_proto(proto, where)
+    try:
+        inferred = onnx.shape_inference.infer_shapes(
+            proto, check_type=True, strict_mode=True, data_prop=True
+        )
+    except Exception as error:  # e.g. over 2 GB: the pass below sets big weights aside
+        logger.info("shape inference on the original proto failed: %s", error)
+        model = read_proto(proto, where)
+        _infer_shapes(model)
+        return model
+    return read_proto(inferred, where)
 
 
 def _infer_shapes(model: ir.Model) -> None:

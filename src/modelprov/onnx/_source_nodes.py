@@ -22,7 +22,6 @@ from modelprov.keys import SOURCE_NODE_KEY
 __all__ = ["SOURCE_NODE_KEY", "format_source_nodes", "record_source_nodes"]
 
 
-
 def format_source_nodes(names: tuple[str, ...]) -> str:
     """One name as is; several as a JSON array (the format of ``modelprov.source_node``)."""
     if len(names) == 1:

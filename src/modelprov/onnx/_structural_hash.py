@@ -22,7 +22,7 @@ import onnx_ir as ir
 from modelprov._proto_check import read_proto
 from modelprov.errors import InvalidModelError
 
-__all__ = ["node_labels", "structural_hash"]
+__all__ = ["hash_and_labels", "node_labels", "structural_hash"]
 
 
 def _digest(*parts: bytes | str) -> bytes:
@@ -105,6 +105,14 @@ def _labels(
             labels[value] = _digest(label, str(index))
     outputs = [labels.get(value, _digest("free", value.name or "")) for value in graph.outputs]
     return node_labels, outputs
+
+
+def hash_and_labels(function: ir.Function) -> tuple[str, list[bytes]]:
+    """``structural_hash(function)`` and ``node_labels(function)`` from one walk."""
+    labels, outputs = _labels(function, None)
+    digest = _digest("graph", _digest(*outputs), _digest(*sorted(labels)))
+    digest = _digest("function", digest, *sorted(function.attributes))
+    return digest.hex(), labels
 
 
 HashInput = (

@@ -5,7 +5,7 @@ from __future__ import annotations
 import onnx
 import onnx_ir as ir
 
-from modelprov.onnx._structural_hash import structural_hash
+from modelprov.onnx._structural_hash import hash_and_labels, node_labels, structural_hash
 
 TEXT = """
 <ir_version: 10, opset_import: ["" : 20]>
@@ -53,6 +53,22 @@ def test_functions_hash_their_bodies_and_attribute_names() -> None:
     assert len(digest) == 64
     function.attributes["dim0"] = ir.Attr("dim0", ir.AttributeType.INT, None)
     assert structural_hash(function) != digest
+
+
+def test_hash_and_labels_agree_with_the_separate_functions() -> None:
+    graph = ir.from_onnx_text(
+        """
+        <ir_version: 10, opset_import: ["" : 18]>
+        g (float[2] x) => (float[2] y) {
+            a = Relu(x)
+            y = Add(a, x)
+        }
+        """
+    ).graph
+    function = ir.Function("pkg.test", "f", "", graph=graph, attributes=[])
+    digest, labels = hash_and_labels(function)
+    assert digest == structural_hash(function)
+    assert labels == node_labels(function)
 
 
 def test_protos_hash_like_their_onnx_ir_forms() -> None:

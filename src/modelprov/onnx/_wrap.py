@@ -27,7 +27,7 @@ from modelprov.keys import (
     MODULE_DOMAIN,
     VARIANT_KEY,
 )
-from modelprov.onnx._structural_hash import node_labels, structural_hash
+from modelprov.onnx._structural_hash import hash_and_labels, node_labels
 
 __all__ = [
     "ATEN_DOMAIN",
@@ -171,6 +171,15 @@ class Wrapper:
         self.opset_imports = dict(model.opset_imports)
         self.replaced: dict[ir.Value, ir.Value] = {}
         """Values of wrapped nodes -> the call outputs that replaced them outside."""
+        self._slots: dict[ir.OperatorIdentifier, dict[bytes, list[int]]] = {}
+        """Per function, the body positions of each node label (read by every later call)."""
+        self._order: dict[ir.Node, int] | None = None
+        """Graph positions (a call takes its last node's); None when they must be re-read."""
+
+    def _positions(self) -> dict[ir.Node, int]:
+        if self._order is None:
+            self._order = {node: index for index, node in enumerate(self.graph)}
+        return self._order
 
     def current(self, value: ir.Value | None) -> ir.Value | None:
         """The value now standing for ``value`` (a call output once its producer is wrapped)."""
@@ -227,8 +236,9 @@ class Wrapper:
         nodes = region.nodes
         outputs = self.outputs_of(nodes)
         inside = set(nodes)
-        moved_after = self._dependents(nodes, outputs)
-        anchor = nodes[-1]
+        order = self._positions()
+        moved_after = self._dependents(nodes, outputs, order)
+        anchor = max(nodes, key=order.__getitem__)
         call_outputs = [
             ir.Value(
                 name=value.name,
@@ -264,8 +274,22 @@ class Wrapper:
             for index, value in enumerate(node.inputs):
                 if value is not None and value in slot:
                     node.replace_input_with(index, slot[value])
-        following = self._following(anchor, inside)
+        # The call takes the place of the region's last node: inserted after it before the
+        # region leaves the graph (its overload is known once the body is hashed).
+        call = ir.Node(
+            region.domain,
+            region.name,
+            region.inputs,
+            region.attributes,
+            outputs=call_outputs,
+            name=self._call_name(region.key),
+            metadata_props=dict(metadata),
+        )
+        self.graph.insert_after(anchor, call)
+        order[call] = order[anchor]
         self.graph.remove(nodes, safe=False)
+        for node in nodes:
+            del order[node]
         body_nodes = [*constants, *nodes]
         opsets = {**self.opset_imports, region.domain: 1}
         body = ir.Graph(body_inputs, outputs, nodes=body_nodes, opset_imports=opsets)
@@ -274,43 +298,25 @@ class Wrapper:
             for name in region.declared
         }
         candidate = ir.Function(region.domain, region.name, "", graph=body, attributes=attributes)
-        digest = structural_hash(candidate)
+        digest, body_labels = hash_and_labels(candidate)
         function, first = self._register(candidate, digest, region)
-        call = ir.Node(
-            region.domain,
-            region.name,
-            region.inputs,
-            region.attributes,
-            overload=function.overload,
-            outputs=call_outputs,
-            name=self._call_name(region.key),
-            metadata_props=dict(metadata),
-        )
+        call.overload = function.overload
         if not first:
-            call.metadata_props[INLINE_KEY] = self._record(candidate, function, metadata)
-        if following is None:
-            self.graph.append(call)
-        else:
-            self.graph.insert_before(following, call)
+            call.metadata_props[INLINE_KEY] = self._record(
+                candidate, body_labels, function, metadata
+            )
         if moved_after:
             self.graph.remove(moved_after, safe=False)
             self.graph.insert_after(call, moved_after)
+            self._order = None  # rare: read the positions again on the next wrap
         return call
 
-    def _following(self, anchor: ir.Node, inside: set[ir.Node]) -> ir.Node | None:
-        """The first node after ``anchor`` that stays in the graph."""
-        passed = False
-        for node in self.graph:
-            if passed and node not in inside:
-                return node
-            passed = passed or node is anchor
-        return None
-
-    def _dependents(self, nodes: Sequence[ir.Node], outputs: Sequence[ir.Value]) -> list[ir.Node]:
+    def _dependents(
+        self, nodes: Sequence[ir.Node], outputs: Sequence[ir.Value], order: Mapping[ir.Node, int]
+    ) -> list[ir.Node]:
         """Nodes placed among the region that read its outputs: they move after the call."""
         if not outputs:
             return []
-        order = {node: index for index, node in enumerate(self.graph)}
         inside = set(nodes)
         last = max(order[node] for node in nodes)
         found: set[ir.Node] = set()
@@ -348,14 +354,24 @@ class Wrapper:
         self.model.opset_imports.setdefault(region.domain, 1)
         return candidate, True
 
-    def _record(self, body: ir.Function, function: ir.Function, metadata: Mapping[str, str]) -> str:
+    def _record(
+        self,
+        body: ir.Function,
+        body_labels: Sequence[bytes],
+        function: ir.Function,
+        metadata: Mapping[str, str],
+    ) -> str:
         """This call's own names, metadata and types, aligned with the shared body."""
         base = {k: v for k, v in metadata.items() if k != INLINE_KEY}
-        slots: dict[bytes, list[int]] = {}
-        for index, label in enumerate(node_labels(function)):
-            slots.setdefault(label, []).append(index)
+        shared = self._slots.get(function.identifier())
+        if shared is None:
+            shared = {}
+            for index, label in enumerate(node_labels(function)):
+                shared.setdefault(label, []).append(index)
+            self._slots[function.identifier()] = shared
+        slots = {label: list(indices) for label, indices in shared.items()}
         entries: list[dict[str, Any]] = [{} for _ in range(len(function))]
-        for node, label in zip(body, node_labels(body), strict=True):
+        for node, label in zip(body, body_labels, strict=True):
             index = slots[label].pop(0)
             entry: dict[str, Any] = {"name": node.name or ""}
             constant_of = node.metadata_props.get(CONSTANT_OF_KEY)

@@ -8,6 +8,7 @@
   var rowEls = new Array(nodes.length);
   var groupEls = new Array(groups.length);
   var selected = -1, related = [];
+  var isMatch = new Array(nodes.length);  // search hits, for groups drawn later
 
   function el(tag, cls, text) {
     var e = document.createElement(tag);
@@ -95,6 +96,42 @@
     bar.title = data.states_order.map(function (st) { return st + " " + counts[st]; }).join(", ");
     return bar;
   }
+  // A group's nodes are drawn the first time it is open (big graphs open few groups).
+  var drawn = new Array(groups.length);
+  function drawGroup(gi) {
+    var g = groups[gi], d = groupEls[gi];
+    if (drawn[gi] || !g.nodes.length) return;
+    drawn[gi] = true;
+    var box = svg("svg", {"class": "nodes", width: g.w, height: g.h, viewBox: "0 0 " + g.w + " " + g.h});
+    var edges = svg("g", {});
+    g.edges.forEach(function (e) {
+      var a = nodes[e[0]], b = nodes[e[1]];
+      var x1 = a.x + 66, y1 = a.y + 30, x2 = b.x + 66, y2 = b.y;
+      var my = (y1 + y2) / 2;
+      edges.appendChild(svg("path", {"class": "edge",
+        d: "M" + x1 + "," + y1 + " C" + x1 + "," + my + " " + x2 + "," + my + " " + x2 + "," + y2}));
+    });
+    box.appendChild(edges);
+    g.nodes.forEach(function (i) {
+      var n = nodes[i];
+      var ng = svg("g", {"class": "node", "data-i": i, transform: "translate(" + n.x + "," + n.y + ")"});
+      ng.appendChild(svg("rect", {width: 132, height: 30, fill: data.colors[n.state]}));
+      var t = svg("text", {x: 8, y: 19});
+      var label = n.op + (n.src.length > 1 ? " ×" + n.src.length : "");
+      t.textContent = label.length > 20 ? label.slice(0, 19) + "…" : label;
+      ng.appendChild(t);
+      var tip = svg("title", {});
+      tip.textContent = nodeLabel(i) + " (" + n.state + ")";
+      ng.appendChild(tip);
+      ng.addEventListener("click", function () { select(i, false); });
+      nodeEls[i] = ng;
+      if (isMatch[i]) ng.classList.add("match");
+      if (i === selected) ng.classList.add("selected");
+      if (related.indexOf(i) >= 0) ng.classList.add("related");
+      box.appendChild(ng);
+    });
+    d.insertBefore(box, d.children[1] || null);  // after the summary, before subgroups
+  }
   groups.forEach(function (g) { g.children = []; });
   groups.forEach(function (g, gi) { if (g.parent !== null) groups[g.parent].children.push(gi); });
   groups.forEach(function (g, gi) {
@@ -107,37 +144,11 @@
     sum.appendChild(el("span", "meta", meta));
     sum.appendChild(stateBar(gi));
     d.appendChild(sum);
-    if (g.nodes.length) {
-      var box = svg("svg", {"class": "nodes", width: g.w, height: g.h, viewBox: "0 0 " + g.w + " " + g.h});
-      var edges = svg("g", {});
-      g.edges.forEach(function (e) {
-        var a = nodes[e[0]], b = nodes[e[1]];
-        var x1 = a.x + 66, y1 = a.y + 30, x2 = b.x + 66, y2 = b.y;
-        var my = (y1 + y2) / 2;
-        edges.appendChild(svg("path", {"class": "edge",
-          d: "M" + x1 + "," + y1 + " C" + x1 + "," + my + " " + x2 + "," + my + " " + x2 + "," + y2}));
-      });
-      box.appendChild(edges);
-      g.nodes.forEach(function (i) {
-        var n = nodes[i];
-        var ng = svg("g", {"class": "node", "data-i": i, transform: "translate(" + n.x + "," + n.y + ")"});
-        ng.appendChild(svg("rect", {width: 132, height: 30, fill: data.colors[n.state]}));
-        var t = svg("text", {x: 8, y: 19});
-        var label = n.op + (n.src.length > 1 ? " ×" + n.src.length : "");
-        t.textContent = label.length > 20 ? label.slice(0, 19) + "…" : label;
-        ng.appendChild(t);
-        var tip = svg("title", {});
-        tip.textContent = nodeLabel(i) + " (" + n.state + ")";
-        ng.appendChild(tip);
-        ng.addEventListener("click", function () { select(i, false); });
-        nodeEls[i] = ng;
-        box.appendChild(ng);
-      });
-      d.appendChild(box);
-    }
+    d.addEventListener("toggle", function () { if (d.open) drawGroup(gi); });
     groupEls[gi] = d;
     (g.parent === null ? graph : groupEls[g.parent]).appendChild(d);
   });
+  groups.forEach(function (g, gi) { if (g.open) drawGroup(gi); });
   document.getElementById("expand").addEventListener("click", function () {
     groupEls.forEach(function (d) { d.open = true; });
   });
@@ -146,7 +157,10 @@
   });
 
   function openGroupOf(i) {
-    for (var g = nodes[i].group; g !== null && g !== undefined; g = groups[g].parent) groupEls[g].open = true;
+    for (var g = nodes[i].group; g !== null && g !== undefined; g = groups[g].parent) {
+      groupEls[g].open = true;
+      drawGroup(g);
+    }
   }
 
   // Details of one node.
@@ -293,12 +307,19 @@
 
   // Searchable table of nodes.
   var tbody = document.getElementById("node-rows");
+  var ROW_LIMIT = 1000;  // rows in the page at once; "show more" adds the next ones
   var haystack = new Array(nodes.length);
+  var fxText = new Array(nodes.length), lineText = new Array(nodes.length);
   nodes.forEach(function (n, i) {
     var srcs = n.src.map(function (si) { return sources[si]; });
-    var fx = srcs.map(function (x) { return x.fx || x.id; }).join(", ");
-    var lines = srcs.map(where).filter(function (x, k, a) { return a.indexOf(x) === k; }).join("\n");
-    var module = groups[n.group].path;
+    fxText[i] = srcs.map(function (x) { return x.fx || x.id; }).join(", ");
+    lineText[i] = srcs.map(where).filter(function (x, k, a) { return a.indexOf(x) === k; }).join("\n");
+    haystack[i] = [nodeLabel(i), n.op, groups[n.group].path, fxText[i],
+                   srcs.map(function (x) { return x.module + " " + x.target; }).join(" ")].join("\n").toLowerCase();
+  });
+  function row(i) {
+    if (rowEls[i]) return rowEls[i];
+    var n = nodes[i];
     var tr = el("tr");
     tr.setAttribute("data-i", String(i));
     tr.appendChild(el("td", null, i));
@@ -309,30 +330,56 @@
     pill.style.background = data.colors[n.state];
     st.appendChild(pill);
     tr.appendChild(st);
-    tr.appendChild(el("td", "mono", module));
-    tr.appendChild(el("td", "mono", fx));
-    tr.appendChild(el("td", "mono", lines));
+    tr.appendChild(el("td", "mono", groups[n.group].path));
+    tr.appendChild(el("td", "mono", fxText[i]));
+    tr.appendChild(el("td", "mono", lineText[i]));
     tr.addEventListener("click", function () { select(i, true); });
     rowEls[i] = tr;
-    tbody.appendChild(tr);
-    haystack[i] = [nodeLabel(i), n.op, module, fx,
-                   srcs.map(function (x) { return x.module + " " + x.target; }).join(" ")].join("\n").toLowerCase();
-  });
+    return tr;
+  }
+  var hits = [], listed = 0;
+  function listMore() {
+    var more = document.getElementById("more-rows");
+    if (more) more.remove();
+    var end = Math.min(hits.length, listed + ROW_LIMIT);
+    var batch = document.createDocumentFragment();
+    for (; listed < end; listed++) batch.appendChild(row(hits[listed]));
+    if (listed < hits.length) {
+      var tr = el("tr");
+      tr.id = "more-rows";
+      var td = el("td", "muted", "show " + Math.min(ROW_LIMIT, hits.length - listed) + " more of " +
+                  (hits.length - listed) + " remaining");
+      td.colSpan = 7;
+      td.style.cursor = "pointer";
+      td.addEventListener("click", listMore);
+      tr.appendChild(td);
+      batch.appendChild(tr);
+    }
+    tbody.appendChild(batch);
+  }
   var search = document.getElementById("search");
   var count = document.getElementById("match-count");
   var marked = [];
   function runSearch() {
     var q = search.value.trim().toLowerCase();
-    marked.forEach(function (i) { if (nodeEls[i]) nodeEls[i].classList.remove("match"); });
+    marked.forEach(function (i) {
+      isMatch[i] = false;
+      if (nodeEls[i]) nodeEls[i].classList.remove("match");
+    });
     marked = [];
-    var shown = 0;
+    hits = [];
     for (var i = 0; i < nodes.length; i++) {
-      var hit = !q || haystack[i].indexOf(q) >= 0;
-      rowEls[i].style.display = hit ? "" : "none";
-      if (hit) shown++;
-      if (hit && q) marked.push(i);
+      if (!q || haystack[i].indexOf(q) >= 0) hits.push(i);
     }
-    marked.forEach(function (j) { if (nodeEls[j]) nodeEls[j].classList.add("match"); });
+    if (q) marked = hits.slice();
+    var shown = hits.length;
+    tbody.textContent = "";
+    listed = 0;
+    listMore();
+    marked.forEach(function (j) {
+      isMatch[j] = true;
+      if (nodeEls[j]) nodeEls[j].classList.add("match");
+    });
     if (q && marked.length <= 50) marked.forEach(openGroupOf);
     count.textContent = shown + " of " + nodes.length + " nodes";
     count.setAttribute("data-shown", String(shown));
