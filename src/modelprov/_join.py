@@ -9,7 +9,6 @@ location (which survives compilers that drop attributes). That name is the share
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import types
 from collections.abc import Iterable, Mapping
@@ -18,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import onnx
 import onnx_ir as ir
 
-from modelprov._sources import Source
+from modelprov._sources import Source, shared_id_list
 from modelprov.keys import SOURCE_NODE_KEY
 from modelprov.onnx._lookup import node_sources
 from modelprov.onnx._provenance import node_label
@@ -85,17 +84,7 @@ class SourceJoin:
 
 def shared_ids(source: Source) -> list[str]:
     """The shared ids an ONNX source names (its ``pkg.modelprov.source_node`` value)."""
-    value = source.metadata.get(ONNX_SOURCE_NODE_KEY, "")
-    if not value:
-        return []
-    if value.startswith("["):
-        try:
-            parsed = json.loads(value)
-        except ValueError:
-            return [value]
-        if isinstance(parsed, list) and all(isinstance(item, str) for item in parsed):
-            return parsed
-    return [value]
+    return shared_id_list(source.metadata.get(ONNX_SOURCE_NODE_KEY, ""))
 
 
 def _onnx_model(model: Any) -> ir.Model:

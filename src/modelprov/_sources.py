@@ -476,3 +476,18 @@ def parse_ids(value: str, *, where: str) -> list[str]:
     if not isinstance(parsed, list) or not all(isinstance(item, str) for item in parsed):
         raise MetadataError(f"{where}: {NODE_SOURCES_KEY!r} must be a JSON array of source ids")
     return parsed
+
+
+def shared_id_list(value: str) -> list[str]:
+    """The ids a ``source_node`` value names: one id, or a JSON array of ids when a merge
+    united several (anything else is taken as one id, never evaluated)."""
+    if not value:
+        return []
+    if value.startswith("["):
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            return [value]
+        if isinstance(parsed, list) and all(isinstance(item, str) for item in parsed):
+            return parsed
+    return [value]

@@ -30,7 +30,7 @@ from modelprov.onnx._provenance import Provenance
 from modelprov.onnx._recover import CONFIDENCE_KEY, recover
 from modelprov.policy import Policies
 
-__all__ = ["QDQ_OPS", "QdqAttribution", "attribute_quantized", "is_qdq"]
+__all__ = ["QDQ_OPS", "QdqAttribution", "attribute_quantized", "is_qdq", "quantized_source"]
 
 QDQ_OPS = frozenset({"QuantizeLinear", "DequantizeLinear"})
 _QDQ_DOMAINS = frozenset({"", "ai.onnx", "com.microsoft"})
@@ -161,7 +161,7 @@ def attribute_quantized(
     )
 
 
-def _root(node: ir.Node) -> ir.Value | None:
+def quantized_source(node: ir.Node) -> ir.Value | None:
     """The tensor a Q/DQ chain starts from: back through Q/DQ nodes along input 0."""
     current = node.inputs[0] if node.inputs else None
     while current is not None:
@@ -222,7 +222,7 @@ def _qdq_attribution(
     confidence: dict[ir.Node, str],
     readers: dict[str, frozenset[int]],
 ) -> tuple[frozenset[int], str]:
-    root = _root(node)
+    root = quantized_source(node)
     producer = root.producer() if root is not None else None
     if root is not None and producer is not None:
         ids = value_sources.get(root) or node_sources.get(producer, frozenset())

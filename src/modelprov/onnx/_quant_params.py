@@ -15,7 +15,7 @@ import onnx_ir as ir
 
 from modelprov._correspond import all_nodes
 from modelprov.keys import QUANTIZED_TENSORS_FORMAT, RANGE_MAX_KEY, RANGE_MIN_KEY
-from modelprov.onnx._qdq_provenance import is_qdq
+from modelprov.onnx._qdq_provenance import is_qdq, quantized_source
 
 __all__ = [
     "QuantizedTensor",
@@ -61,17 +61,6 @@ def _range(value: ir.Value) -> tuple[float, float] | None:
         return None
 
 
-def _float_tensor(node: ir.Node) -> ir.Value | None:
-    """The tensor a QuantizeLinear quantizes: its input, back through Q/DQ nodes."""
-    current = node.inputs[0] if node.inputs else None
-    while current is not None:
-        producer = current.producer()
-        if producer is None or not is_qdq(producer):
-            return current
-        current = producer.inputs[0] if producer.inputs else None
-    return None
-
-
 def quantized_tensors(model: ir.Model) -> list[QuantizedTensor]:
     """Every quantized tensor of the model, in graph order."""
     return [item for _, item in _quantizing_nodes(model)]
@@ -101,7 +90,7 @@ def _quantizing_nodes(model: ir.Model) -> list[tuple[ir.Node, QuantizedTensor]]:
     for node in all_nodes(model.graph):
         if not is_qdq(node) or len(node.inputs) < 2:
             continue
-        source = _float_tensor(node)
+        source = quantized_source(node)
         if source is None:
             continue
         is_weight = source.const_value is not None or source.is_initializer()

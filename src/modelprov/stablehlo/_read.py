@@ -18,7 +18,7 @@ import types
 from collections.abc import Mapping
 from typing import Any
 
-from modelprov._sources import Source
+from modelprov._sources import Source, shared_id_list
 from modelprov._stack_trace import Frame
 from modelprov.errors import StableHLOError
 from modelprov.keys import STABLEHLO_MODULE_KEY as MODULE_KEY
@@ -76,7 +76,7 @@ def sources_from(located: list[LocatedSource], attributes: Mapping[str, str]) ->
         frames = (Frame(file, line, "", ""),) if file is not None and line is not None else ()
         located = [
             LocatedSource(attributes.get(MODULE_KEY, ""), shared_id, frames)
-            for shared_id in _ids(shared)
+            for shared_id in shared_id_list(shared)
         ]
     single = len(located) == 1
     return tuple(
@@ -93,19 +93,6 @@ def sources_from(located: list[LocatedSource], attributes: Mapping[str, str]) ->
         )
         for entry in located
     )
-
-
-def _ids(value: str) -> list[str]:
-    if value.startswith("["):
-        import json
-
-        try:
-            parsed = json.loads(value)
-        except ValueError:
-            return [value]
-        if isinstance(parsed, list) and all(isinstance(item, str) for item in parsed):
-            return parsed
-    return [value]
 
 
 def _split_stack(value: str) -> tuple[str | None, int | None]:
