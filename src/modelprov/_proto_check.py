@@ -122,10 +122,12 @@ def check_proto(proto: onnx.ModelProto, where: str, *, metadata: bool = True) ->
         raise InvalidModelError(f"{where}: {problem}")
 
 
-def read_proto(proto: onnx.ModelProto, where: str = "model") -> ir.Model:
-    """``ir.from_proto`` after :func:`check_proto`; onnx_ir's own failures become
-    InvalidModelError naming ``where``."""
-    check_proto(proto, where)
+def read_proto(proto: onnx.ModelProto, where: str = "model", *, check: bool = True) -> ir.Model:
+    """``ir.from_proto`` after :func:`check_proto` (skipped when ``check`` is False: the
+    caller checked this proto already); onnx_ir's own failures become InvalidModelError
+    naming ``where``."""
+    if check:
+        check_proto(proto, where)
     try:
         return ir.from_proto(proto)
     except Exception as error:

@@ -158,6 +158,7 @@ def _under(path: str, folders: Iterable[str]) -> bool:
 _SITE_PACKAGES = re.compile(r"[\\/](?:site|dist)-packages[\\/]")
 
 
+@functools.lru_cache(maxsize=8192)
 def _is_core_library(path: str) -> bool:
     """torch, the standard library and ``<frozen ...>``-style pseudo files."""
     if path.startswith("<"):
@@ -172,6 +173,7 @@ def _is_core_library(path: str) -> bool:
     return _under(absolute, stdlib) and not (_SITE_PACKAGES.search(path) or _under(absolute, site))
 
 
+@functools.lru_cache(maxsize=8192)
 def _is_library(path: str) -> bool:
     """Core libraries, modelprov and anything installed (site-packages, dist-packages)."""
     if _is_core_library(path) or _SITE_PACKAGES.search(path):
@@ -203,10 +205,25 @@ def user_frame(trace: str | Sequence[Frame], user_code: UserCode | None = None) 
     ``transformers``' modelling code), and failing that the innermost frame.
     """
     if isinstance(trace, str):
-        traces = split_merged_traces(trace)
-        parsed = frames(traces[0]) if traces else []
-    else:
-        parsed = list(trace)
+        if user_code is None:
+            return _default_user_frame(trace)
+        return _innermost_user_frame(_first_trace_frames(trace), user_code)
+    return _innermost_user_frame(list(trace), user_code)
+
+
+@functools.lru_cache(maxsize=16384)
+def _default_user_frame(trace: str) -> Frame | None:
+    """:func:`user_frame` of a trace with the default rule; the ops of a model's repeated
+    layers share their traces, so each distinct trace is parsed once."""
+    return _innermost_user_frame(_first_trace_frames(trace), None)
+
+
+def _first_trace_frames(trace: str) -> list[Frame]:
+    traces = split_merged_traces(trace)
+    return frames(traces[0]) if traces else []
+
+
+def _innermost_user_frame(parsed: list[Frame], user_code: UserCode | None) -> Frame | None:
     if not parsed:
         return None
     is_user = _user_predicate(user_code)

@@ -34,6 +34,7 @@ from modelprov.onnx._wrap import INLINE_VERSION, type_from_json
 __all__ = ["InlinePass", "inline"]
 
 _DOMAINS = (ATEN_DOMAIN, MODULE_DOMAIN)
+_DATA_TYPES = frozenset(int(member) for member in ir.DataType)
 
 
 def _record(call: ir.Node, body_size: int) -> list[dict[str, Any]] | None:
@@ -106,7 +107,7 @@ def _is_type(entry: object) -> bool:
         return True
     if not isinstance(entry, list) or len(entry) != 2 or type(entry[0]) is not int:
         return False
-    if entry[0] not in {int(member) for member in ir.DataType}:
+    if entry[0] not in _DATA_TYPES:
         return False
     dims = entry[1]
     return dims is None or (

@@ -98,6 +98,17 @@ def _text(item: object) -> str:
     return str(item)
 
 
+def _clean(entries: list[Any]) -> bool:
+    """True when metadata entries need no repair: text keys and values, no key twice."""
+    keys = set()
+    for entry in entries:
+        key, value = entry.key, entry.value
+        if type(key) is not str or type(value) is not str or key in keys:
+            return False
+        keys.add(key)
+    return True
+
+
 @dataclasses.dataclass(frozen=True)
 class _Entry:
     key: str
@@ -111,6 +122,8 @@ def _repair_proto(proto: onnx.ModelProto, policies: Policies | None = None) -> l
 
     def fix(entries: object, where: str) -> None:
         items = list(entries)  # type: ignore[call-overload]
+        if _clean(items):
+            return
         texts = [_Entry(_text(entry.key), _text(entry.value)) for entry in items]
         bad = any(
             text.key != entry.key or text.value != entry.value
@@ -517,7 +530,8 @@ def _inferred_ir(proto: onnx.ModelProto, where: str) -> ir.Model:
         model = read_proto(proto, where)
         _infer_shapes(model)
         return model
-    return read_proto(inferred, where)
+    # Shape inference only adds value_info to the proto checked above.
+    return read_proto(inferred, where, check=False)
 
 
 def _infer_shapes(model: ir.Model) -> None:

@@ -26,12 +26,13 @@ __all__ = ["hash_and_labels", "node_labels", "structural_hash"]
 
 
 def _digest(*parts: bytes | str) -> bytes:
-    hasher = hashlib.sha256()
+    """sha256 of the parts, each prefixed by its 8-byte little-endian length."""
+    chunks: list[bytes] = []
     for part in parts:
         data = part.encode() if isinstance(part, str) else part
-        hasher.update(len(data).to_bytes(8, "little"))
-        hasher.update(data)
-    return hasher.digest()
+        chunks.append(len(data).to_bytes(8, "little"))
+        chunks.append(data)
+    return hashlib.sha256(b"".join(chunks)).digest()
 
 
 def _tensor_digest(tensor: ir.TensorProtocol) -> bytes:
@@ -49,10 +50,12 @@ def _attribute_digest(attribute: ir.Attr, outer: Mapping[ir.Value, bytes]) -> by
         body = _graph_digest(attribute.as_graph(), outer)
     elif kind == ir.AttributeType.GRAPHS:
         body = _digest(*(_graph_digest(graph, outer) for graph in attribute.as_graphs()))
+    # The value of a TENSOR(S) attribute is its tensor(s): as_tensor()'s protocol check
+    # is slow at scale and says nothing more.
     elif kind == ir.AttributeType.TENSOR:
-        body = _tensor_digest(attribute.as_tensor())
+        body = _tensor_digest(value)
     elif kind == ir.AttributeType.TENSORS:
-        body = _digest(*(_tensor_digest(tensor) for tensor in attribute.as_tensors()))
+        body = _digest(*(_tensor_digest(tensor) for tensor in value))
     elif kind in (ir.AttributeType.FLOAT, ir.AttributeType.FLOATS):
         body = np.asarray(value, dtype=np.float32).tobytes()
     else:
