@@ -115,13 +115,14 @@ def _cmd_recover(args: argparse.Namespace) -> int:
     with _status("loading models"):
         original = load_model_proto(args.original, load_weights=False)
         optimized = load_model_proto(args.optimized, load_weights=False)
-    from modelprov.onnx._recover import recover
+    from modelprov.onnx._recover import recover_with_working_model
 
     with _status("recovering provenance"):
-        result = recover(original, optimized, force=args.force)
+        _, _, result = recover_with_working_model(original, optimized, force=args.force)
     with _status(f"writing {output}"):
-        if not isinstance(result, ir.Model):
-            result = model_from_proto(result, args.optimized)
+        ir.external_data.set_base_dir(
+            result.graph, os.path.dirname(os.path.abspath(args.optimized))
+        )
         save_model(result, output)
     levels: dict[str, int] = {}
     for node in result.graph.all_nodes():

@@ -498,6 +498,22 @@ def recover_with_report(
     Returns:
         (the recovered model, of the same kind as :func:`recover` returns, and the report).
     """
+    result, report, _ = recover_with_working_model(
+        original, optimized, policies=policies, force=force
+    )
+    return result, report
+
+
+def recover_with_working_model(
+    original: ModelInput,
+    optimized: ModelInput,
+    *,
+    policies: Policies | None = None,
+    force: bool = False,
+) -> tuple[onnx.ModelProto | ir.Model, RecoveryReport, ir.Model]:
+    """:func:`recover_with_report`, also returning the recovered model as onnx_ir (the
+    result itself, or the proto result's twin holding the same graph and metadata), so
+    a caller writing it need not read the proto back."""
     before = _load(original, "original")
     after = _load(optimized, "optimized")
     if isinstance(before, ir.Model):
@@ -508,13 +524,13 @@ def recover_with_report(
     if isinstance(after, ir.Model):
         result = after.clone()
         report = recover_ir(original_ir, result, policies=policies, force=force)
-        return result, report
+        return result, report, result
     proto, repaired = _repaired(after, policies)
     working = read_proto(proto, "the optimized model")
     report = recover_ir(original_ir, working, policies=policies, force=force)
     _copy_metadata(working, proto)
     report = dataclasses.replace(report, repaired=tuple(_dedupe([*repaired, *report.repaired])))
-    return proto, report
+    return proto, report, working
 
 
 def _inferred_ir(proto: onnx.ModelProto, where: str) -> ir.Model:
