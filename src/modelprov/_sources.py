@@ -410,6 +410,8 @@ def original_metadata(metadata: Mapping[str, str]) -> dict[str, str]:
 def collect_sources(
     model_metadata: Mapping[str, str],
     nodes: Sequence[tuple[str, Mapping[str, str]]],
+    *,
+    stored_table: SourceTable | None = None,
 ) -> tuple[SourceTable, list[list[str]]]:
     """All sources of a model and each node's source ids, from metadata alone.
 
@@ -417,9 +419,14 @@ def collect_sources(
     (``modelprov.sources``) are looked up in the table; other nodes stand for themselves:
     their metadata is their source's (a plain torch.onnx export, or a node modelprov left
     as it was). Sources are ordered by the table's ``order``, then by first appearance.
+    ``stored_table``, when given, stands for the model's table (every source stored, in
+    its order), so a caller holding it skips writing and parsing its JSON form.
     """
     text = model_metadata.get(TABLE_KEY)
-    stored, order = SourceTable.loads(text) if text else (SourceTable(), [])
+    if stored_table is not None:
+        stored, order = stored_table, [source.id for source in stored_table]
+    else:
+        stored, order = SourceTable.loads(text) if text else (SourceTable(), [])
     found: dict[str, Source] = {source.id: source for source in stored}
     variants: dict[str, int] = {}
     node_ids: list[list[str]] = []

@@ -46,12 +46,12 @@ def call_metadata(
 
 def rewrite_table(model: ir.Model, table: SourceTable) -> None:
     """Stores in the model's table every source of ``table`` that no node carries verbatim."""
-    model.metadata_props[TABLE_KEY] = table.dumps()
     nodes = all_nodes(model.graph)
     labels = [node_label(node, position) for position, node in enumerate(nodes)]
     _, node_ids = collect_sources(
         dict(model.metadata_props),
         [(label, dict(node.metadata_props)) for label, node in zip(labels, nodes, strict=True)],
+        stored_table=table,
     )
     carried: set[str] = set()
     for label, node, ids in zip(labels, nodes, node_ids, strict=True):
@@ -60,6 +60,6 @@ def rewrite_table(model: ir.Model, table: SourceTable) -> None:
         if carries_source(label, node.metadata_props, table.by_id(ids[0])):
             carried.add(ids[0])
     if all(source.id in carried for source in table):
-        del model.metadata_props[TABLE_KEY]
+        model.metadata_props.pop(TABLE_KEY, None)
     else:
         model.metadata_props[TABLE_KEY] = table.dumps(carried=carried)
