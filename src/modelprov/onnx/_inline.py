@@ -87,18 +87,21 @@ def _entry_problem(entry: object) -> str:
     """What is wrong with one node entry of an inline record ('' when nothing)."""
     if not isinstance(entry, dict):
         return "must be a JSON object"
-    checks: dict[str, Callable[[Any], bool]] = {
-        "name": lambda v: isinstance(v, str),
-        "outputs": lambda v: isinstance(v, list) and all(isinstance(i, str) for i in v),
-        "types": lambda v: isinstance(v, list) and all(_is_type(i) for i in v),
-        "meta": lambda v: _is_str_map(v, nullable=True),
-        "value_meta": lambda v: isinstance(v, list) and all(_is_str_map(i) for i in v),
-        "constant_of": lambda v: isinstance(v, str),
-    }
-    for field, check in checks.items():
+    for field, check in _ENTRY_CHECKS.items():
         if field in entry and not check(entry[field]):
             return f"field {field!r} has the wrong type ({str(entry[field])[:40]!r})"
     return ""
+
+
+_ENTRY_CHECKS: dict[str, Callable[[Any], bool]] = {
+    "name": lambda v: isinstance(v, str),
+    "outputs": lambda v: isinstance(v, list) and all(isinstance(i, str) for i in v),
+    "types": lambda v: isinstance(v, list) and all(_is_type(i) for i in v),
+    "meta": lambda v: _is_str_map(v, nullable=True),
+    "value_meta": lambda v: isinstance(v, list) and all(_is_str_map(i) for i in v),
+    "constant_of": lambda v: isinstance(v, str),
+}
+"""The type check of each field an inline record's node entry may hold."""
 
 
 def _is_type(entry: object) -> bool:
