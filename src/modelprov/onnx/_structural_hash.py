@@ -87,10 +87,7 @@ def _labels(
                 labels[value] = _digest("initializer", _tensor_digest(value.const_value))
     node_labels: list[bytes] = []
     for node in graph:
-        inputs = [
-            b"" if value is None else labels.get(value, _digest("free", value.name or ""))
-            for value in node.inputs
-        ]
+        inputs = [b"" if value is None else _label_of(value, labels) for value in node.inputs]
         attributes = sorted(
             _attribute_digest(attribute, labels) for attribute in node.attributes.values()
         )
@@ -101,13 +98,22 @@ def _labels(
             node.overload,
             str(len(node.outputs)),
             _digest(*inputs),
-            _digest(*attributes),
+            _digest(*attributes) if attributes else _EMPTY,
         )
         node_labels.append(label)
         for index, value in enumerate(node.outputs):
             labels[value] = _digest(label, str(index))
-    outputs = [labels.get(value, _digest("free", value.name or "")) for value in graph.outputs]
+    outputs = [_label_of(value, labels) for value in graph.outputs]
     return node_labels, outputs
+
+
+_EMPTY = _digest()
+
+
+def _label_of(value: ir.Value, labels: Mapping[ir.Value, bytes]) -> bytes:
+    """A value's label; a value computed outside (free) is labelled by its name."""
+    label = labels.get(value)
+    return label if label is not None else _digest("free", value.name or "")
 
 
 def hash_and_labels(function: ir.Function) -> tuple[str, list[bytes]]:
