@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import onnx
@@ -46,6 +47,16 @@ def _attribute_digest(attribute: ir.Attr, outer: Mapping[ir.Value, bytes]) -> by
     if attribute.is_ref():
         return _digest("ref", attribute.name, str(kind), attribute.ref_attr_name or "")
     value = attribute.value
+    if kind in _PLAIN_KINDS:
+        # Layers repeat the same plain attributes: digest each distinct one once (its
+        # repr, exact unlike ==, is the key).
+        key = (attribute.name, kind, repr(value))
+        digest = _PLAIN_DIGESTS.get(key)
+        if digest is None:
+            if len(_PLAIN_DIGESTS) >= _PLAIN_DIGESTS_LIMIT:
+                _PLAIN_DIGESTS.clear()
+            digest = _PLAIN_DIGESTS[key] = _plain_attribute_digest(attribute.name, kind, value)
+        return digest
     if kind == ir.AttributeType.GRAPH:
         body = _graph_digest(attribute.as_graph(), outer)
     elif kind == ir.AttributeType.GRAPHS:
@@ -56,11 +67,32 @@ def _attribute_digest(attribute: ir.Attr, outer: Mapping[ir.Value, bytes]) -> by
         body = _tensor_digest(value)
     elif kind == ir.AttributeType.TENSORS:
         body = _digest(*(_tensor_digest(tensor) for tensor in value))
-    elif kind in (ir.AttributeType.FLOAT, ir.AttributeType.FLOATS):
+    else:
+        return _plain_attribute_digest(attribute.name, kind, value)
+    return _digest("attr", attribute.name, str(kind), body)
+
+
+_PLAIN_KINDS = frozenset(
+    {
+        ir.AttributeType.FLOAT,
+        ir.AttributeType.INT,
+        ir.AttributeType.STRING,
+        ir.AttributeType.FLOATS,
+        ir.AttributeType.INTS,
+        ir.AttributeType.STRINGS,
+    }
+)
+_PLAIN_DIGESTS: dict[tuple[str, ir.AttributeType, str], bytes] = {}
+_PLAIN_DIGESTS_LIMIT = 65536
+"""Digests of plain attribute values, by name, kind and the value's repr."""
+
+
+def _plain_attribute_digest(name: str, kind: ir.AttributeType, value: Any) -> bytes:
+    if kind in (ir.AttributeType.FLOAT, ir.AttributeType.FLOATS):
         body = np.asarray(value, dtype=np.float32).tobytes()
     else:
         body = repr(value).encode()
-    return _digest("attr", attribute.name, str(kind), body)
+    return _digest("attr", name, str(kind), body)
 
 
 def _graph_digest(
