@@ -45,20 +45,38 @@ def data_inputs(node: ir.Node, inputs: Iterable[ir.Value | None]) -> list[ir.Val
 
 
 def all_nodes(graph: ir.Graph) -> list[ir.Node]:
-    """Every node of a graph and of its subgraphs, parents before children."""
-    return list(ir.traversal.RecursiveGraphIterator(graph))
+    """Every node of a graph and of its subgraphs, parents before children (the order of
+    ``ir.traversal.RecursiveGraphIterator``, walked without its per-node generators)."""
+    nodes: list[ir.Node] = []
+    _walk(graph, nodes, [])
+    return nodes
 
 
 def all_graphs(graph: ir.Graph) -> list[ir.Graph]:
     """A graph and every subgraph under it (If/Loop/Scan bodies), parents first."""
     graphs = [graph]
-    for node in ir.traversal.RecursiveGraphIterator(graph):
-        for attribute in node.attributes.values():
-            if attribute.type == ir.AttributeType.GRAPH:
-                graphs.append(attribute.as_graph())
-            elif attribute.type == ir.AttributeType.GRAPHS:
-                graphs.extend(attribute.as_graphs())
+    _walk(graph, [], graphs)
     return graphs
+
+
+def _walk(graph: ir.Graph, nodes: list[ir.Node], subgraphs: list[ir.Graph]) -> None:
+    """Appends the nodes of ``graph`` and its subgraphs to ``nodes`` (each node before its
+    subgraphs' nodes) and its subgraphs to ``subgraphs`` (in the order nodes hold them)."""
+    for node in graph:
+        nodes.append(node)
+        if not node.attributes:
+            continue
+        inner: list[ir.Graph] = []
+        for attribute in node.attributes.values():
+            if attribute.is_ref():
+                continue
+            if attribute.type == ir.AttributeType.GRAPH:
+                inner.append(attribute.as_graph())
+            elif attribute.type == ir.AttributeType.GRAPHS:
+                inner.extend(attribute.as_graphs())
+        subgraphs.extend(inner)
+        for subgraph in inner:
+            _walk(subgraph, nodes, subgraphs)
 
 
 @dataclasses.dataclass
