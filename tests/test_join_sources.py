@@ -26,7 +26,8 @@ def _exports(name: str) -> tuple[Any, Any, Any]:
 
 
 @pytest.mark.parametrize(
-    "name", ["mlp", "transformer_encoder", pytest.param("llama", marks=pytest.mark.slow)]
+    "name",
+    ["mlp", "transformer_encoder", "llama"],  # llama: ~14 s
 )
 def test_most_fx_nodes_are_found_on_both_sides(name: str) -> None:
     onnx_program, program, exported = _exports(name)
