@@ -8,7 +8,7 @@ import onnx
 import onnx_ir as ir
 import onnx_ir.passes.common as common
 
-from modelprov._correspond import Change, Snapshot, diff
+from modelprov._correspond import Change, Snapshot, correspond
 from modelprov.onnx._provenance import Provenance
 
 
@@ -24,7 +24,7 @@ def _track(model: ir.Model, step: Callable[[ir.Model], object]) -> tuple[Provena
     provenance = Provenance.read(model)
     before = Snapshot.of(model.graph)
     step(model)
-    change = diff(before, model.graph)
+    change = correspond(before, model.graph)
     provenance.apply(change, model.graph)
     return provenance, change
 

@@ -10,6 +10,7 @@ from collections.abc import Collection, Mapping
 
 import torch
 
+from modelprov._scoping import ancestors_outer_first
 from modelprov.annotation._values import check_key, format_value
 from modelprov.errors import AnnotationError
 
@@ -110,17 +111,9 @@ def effective_annotations(
     a descendant's value for a key overrides its ancestor's.
     """
     effective: dict[str, str] = {}
-    for path in _ancestors(module_path):
+    for path in ancestors_outer_first(module_path):
         effective.update(normalized.get(path, {}))
     return effective
-
-
-def _ancestors(module_path: str) -> list[str]:
-    """'' then every prefix of ``module_path`` by dotted component, ending with itself."""
-    if not module_path:
-        return [""]
-    parts = module_path.split(".")
-    return ["", *(".".join(parts[: i + 1]) for i in range(len(parts)))]
 
 
 def _format_mapping(metadata: Mapping[str, object], *, where: str) -> dict[str, str]:

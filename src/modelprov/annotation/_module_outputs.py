@@ -14,22 +14,16 @@ arguments (the graph both exporters start from).
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Collection, Mapping
 from typing import Any
 
 import torch
 
+from modelprov._scoping import output_index
+
 __all__ = ["module_output_nodes", "output_index", "per_output_modules"]
 
 _LOG = logging.getLogger(__name__)
-_PER_OUTPUT = re.compile(r"(?:^|\.)output(?P<index>\d+)\.")
-
-
-def output_index(key: str) -> int | None:
-    """The output a per-output key is about (``custom.output1.max`` -> 1), else None."""
-    match = _PER_OUTPUT.search(key)
-    return int(match["index"]) if match else None
 
 
 def per_output_modules(annotations: Mapping[str, Mapping[str, str]]) -> list[str]:

@@ -16,9 +16,9 @@ from collections.abc import Mapping
 import onnx_ir as ir
 
 from modelprov._correspond import all_nodes
+from modelprov._scoping import applies_to_output, module_scoped_keys, value_scoped_keys, within
 from modelprov._sources import _literal_list, fx_node_name
 from modelprov.annotation import effective_annotations
-from modelprov.annotation._module_outputs import output_index
 from modelprov.keys import NAME_SCOPES_KEY
 from modelprov.onnx._source_nodes import SOURCE_NODE_KEY
 from modelprov.policy import Policies
@@ -32,18 +32,6 @@ def module_path_of(node: ir.Node) -> str | None:
     return scopes[-2] if len(scopes) >= 2 else None
 
 
-def _makes_output(key: str, outputs: tuple[str, ...] | None, made: set[str]) -> bool:
-    """False when ``key`` is about another output of the module than the node makes."""
-    index = output_index(key)
-    if index is None or outputs is None or index >= len(outputs):
-        return True
-    return outputs[index] in made
-
-
-def _inside(path: str, module: str) -> bool:
-    return module == "" or path == module or path.startswith(module + ".")
-
-
 def _leaving_fx_nodes(model: ir.Model, module: str) -> set[str]:
     """FX nodes of ``module`` (or its submodules) whose outputs leave the module."""
     graph_outputs = set(model.graph.outputs)
@@ -51,7 +39,7 @@ def _leaving_fx_nodes(model: ir.Model, module: str) -> set[str]:
     for node in all_nodes(model.graph):
         path = module_path_of(node)
         fx_name = fx_node_name(node.metadata_props)
-        if path is None or not fx_name or not _inside(path, module):
+        if path is None or not fx_name or not within(path, module):
             continue
         for value in node.outputs:
             if value in graph_outputs:
@@ -59,7 +47,7 @@ def _leaving_fx_nodes(model: ir.Model, module: str) -> set[str]:
                 continue
             for use in value.uses():
                 consumer_path = module_path_of(use.node)
-                if consumer_path is None or not _inside(consumer_path, module):
+                if consumer_path is None or not within(consumer_path, module):
                     leaving.add(fx_name)
     return leaving
 
@@ -95,7 +83,7 @@ def apply_annotations(
     made = _user_nodes(model) if outputs else {}
     # Outer modules first, so an inner module's value for the same tensor wins.
     for module in sorted(normalized, key=lambda path: (path != "", path.count("."), path)):
-        scoped = {k: v for k, v in normalized[module].items() if policies.is_value_scoped(k)}
+        scoped = value_scoped_keys(normalized[module], policies)
         if not scoped:
             continue
         for fx_name in _leaving_fx_nodes(model, module):
@@ -103,13 +91,10 @@ def apply_annotations(
                 {
                     key: value
                     for key, value in scoped.items()
-                    if _makes_output(key, outputs.get(module), made.get(fx_name, set()))
+                    if applies_to_output(key, outputs.get(module), made.get(fx_name, set()))
                 }
             )
-    module_scoped = {
-        path: {k: v for k, v in keys.items() if not policies.is_value_scoped(k)}
-        for path, keys in normalized.items()
-    }
+    module_scoped = module_scoped_keys(normalized, policies)
     for node in all_nodes(model.graph):
         fx_name = fx_node_name(node.metadata_props)
         path = module_path_of(node)

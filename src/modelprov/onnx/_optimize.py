@@ -19,7 +19,7 @@ import onnx_ir.passes.common as common_passes
 import onnxscript.optimizer
 import onnxscript.rewriter
 
-from modelprov._correspond import Change, Snapshot, all_nodes, diff
+from modelprov._correspond import Change, Snapshot, all_nodes, correspond
 from modelprov._stack_trace import TraceOptions
 from modelprov.onnx._convert import run_on_copy
 from modelprov.onnx._function_bodies import (
@@ -58,7 +58,7 @@ def track(
     before = Snapshot.of(model.graph)
     lost_before = set(provenance.lost)
     step()
-    change: Change = diff(before, model.graph)
+    change: Change = correspond(before, model.graph)
     provenance.apply(change, model.graph)
     if change.unanchored:
         logger.info(

@@ -25,6 +25,7 @@ from collections.abc import Mapping
 import onnx_ir as ir
 
 from modelprov._correspond import all_nodes
+from modelprov._scoping import within
 from modelprov.errors import QuantizationError
 from modelprov.keys import RANGE_MAX_KEY, RANGE_MIN_KEY
 from modelprov.onnx._annotations import module_path_of
@@ -121,17 +122,13 @@ def _spec_bounds(key: str, spec: object) -> tuple[float, float]:
     raise QuantizationError(f"{where}: give (min, max) or {{'min': ..., 'max': ...}}, got {spec!r}")
 
 
-def _inside(path: str, module: str) -> bool:
-    return module == "" or path == module or path.startswith(module + ".")
-
-
 def _module_outputs(model: ir.Model, module: str) -> list[str]:
     """Names of the tensors leaving ``module``: read outside it, or graph outputs."""
     graph_outputs = set(model.graph.outputs)
     names: list[str] = []
     for node in _named_nodes(model):
         path = module_path_of(node)
-        if path is None or not _inside(path, module):
+        if path is None or not within(path, module):
             continue
         for value in node.outputs:
             if value.name and (value in graph_outputs or _read_outside(value, module)):
@@ -142,7 +139,7 @@ def _module_outputs(model: ir.Model, module: str) -> list[str]:
 def _read_outside(value: ir.Value, module: str) -> bool:
     for use in value.uses():
         path = module_path_of(use.node)
-        if path is None or not _inside(path, module):
+        if path is None or not within(path, module):
             return True
     return False
 

@@ -29,7 +29,7 @@ import onnx
 import onnx_ir as ir
 import onnx_ir.passes.common as common_passes
 
-from modelprov._correspond import Change, Snapshot, all_nodes, diff
+from modelprov._correspond import Change, Snapshot, all_nodes, correspond
 from modelprov._io import load_model_proto
 from modelprov._proto_check import check_proto, read_proto
 from modelprov.errors import CorrespondenceError
@@ -363,7 +363,7 @@ def recover_ir(
     repaired = _repair_ir(optimized)
     provenance = Provenance.read(original)
     node_anchors, value_anchors = _anchors(original, optimized)
-    change = diff(
+    change = correspond(
         Snapshot.of(original.graph),
         optimized.graph,
         node_anchors=node_anchors,

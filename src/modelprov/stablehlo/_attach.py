@@ -36,11 +36,11 @@ import types
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from modelprov._scoping import ancestors_outer_first, applies_to_output, value_scoped_keys, within
 from modelprov.annotation import effective_annotations
-from modelprov.annotation._module_outputs import output_index
 from modelprov.policy import MergeContext, Policies
 from modelprov.stablehlo._locations import location_name, relocate, with_aliases
-from modelprov.stablehlo._records import FxNodeInfo, OpRecord, provenance_attributes, within
+from modelprov.stablehlo._records import FxNodeInfo, OpRecord, provenance_attributes
 
 __all__ = ["AttachResult", "attach"]
 
@@ -180,32 +180,11 @@ class _Flow:
         return any(self._owner_nodes(user) != (node,) for user in self.users(op))
 
 
-def _ancestors_outer_first(module_path: str) -> list[str]:
-    if not module_path:
-        return [""]
-    parts = module_path.split(".")
-    return ["", *(".".join(parts[: i + 1]) for i in range(len(parts)))]
-
-
 @dataclasses.dataclass
 class _Candidate:
     value: str
     source: str
     from_output: bool
-
-
-def _produces_output(
-    key: str,
-    module: str,
-    info: FxNodeInfo,
-    output_nodes: Mapping[str, tuple[str, ...]],
-) -> bool:
-    """False when ``key`` is about another output of ``module`` than the one ``info`` makes."""
-    index = output_index(key)
-    outputs = output_nodes.get(module)
-    if index is None or outputs is None or index >= len(outputs):
-        return True
-    return outputs[index] in (info.source_nodes or (info.name,))
 
 
 def _op_values(
@@ -230,16 +209,17 @@ def _op_values(
         for key, value in effective_annotations(annotations, info.module).items():
             if not policies.is_value_scoped(key):
                 add(key, value, name, node_output)
-        for module in _ancestors_outer_first(info.module):
+        for module in ancestors_outer_first(info.module):
             declared = annotations.get(module)
             if not declared:
                 continue
-            scoped = {k: v for k, v in declared.items() if policies.is_value_scoped(k)}
+            scoped = value_scoped_keys(declared, policies)
             # JAX caches constants and reuses one across nodes, so a constant used outside
             # its first node's module is no module output: never value-scope constants.
             if scoped and not is_constant and flow.leaves_module(op, module):
                 for key, value in scoped.items():
-                    if not _produces_output(key, module, info, output_nodes):
+                    made = info.source_nodes or (info.name,)
+                    if not applies_to_output(key, output_nodes.get(module), made):
                         continue
                     add(key, value, name, True)
     return candidates

@@ -11,10 +11,11 @@ from typing import Any
 
 import numpy as np
 
+from modelprov._scoping import within
 from modelprov._sources import Source
 from modelprov.annotation import effective_annotations
 from modelprov.errors import StableHLOError
-from modelprov.stablehlo._records import FxNodeInfo, OpRecord, provenance_attributes, within
+from modelprov.stablehlo._records import FxNodeInfo, OpRecord, provenance_attributes
 
 __all__ = ["EXPORT_SUFFIX", "WEIGHTS_SUFFIX", "StableHLOProgram", "load_exported"]
 

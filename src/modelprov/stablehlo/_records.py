@@ -17,12 +17,7 @@ from modelprov.keys import STABLEHLO_SOURCE_NODE_KEY as SOURCE_NODE_KEY
 from modelprov.keys import STABLEHLO_STACK_KEY as STACK_KEY
 from modelprov.keys import STABLEHLO_TARGET_KEY as TARGET_KEY
 
-__all__ = ["FxNodeInfo", "OpRecord", "provenance_attributes", "within"]
-
-
-def within(module_path: str, ancestor: str) -> bool:
-    """True when ``module_path`` is ``ancestor`` or inside it ('' contains every path)."""
-    return not ancestor or module_path == ancestor or module_path.startswith(ancestor + ".")
+__all__ = ["FxNodeInfo", "OpRecord", "provenance_attributes"]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,0 +1,66 @@
+"""Which original nodes each node of a changed graph now computes.
+
+One engine for every kind of change (modelprov's own passes, onnxscript's optimizer and
+rewriter, black-box tools): take a :class:`Snapshot` of the graph before, let the change
+happen, then :func:`correspond` the graph after against it. A matcher pairs surviving nodes
+and values (anchors); one claim phase then gives every removed node to the node(s) now
+computing what it computed:
+
+* :mod:`._anchors_identity`: identity anchors, for in-process passes;
+* :mod:`._anchors_named`: anchors from names and structure, supplied by
+  :mod:`modelprov.onnx._recover` for black-box tools;
+* :mod:`._claims`: the claim phase (fusion, constant folding, rules emitting several nodes);
+* :mod:`._graph`: :class:`Snapshot`, :class:`Change` and graph walks shared by all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import onnx_ir as ir
+
+from modelprov._correspond._anchors_identity import match_by_identity
+from modelprov._correspond._anchors_named import match_by_anchors
+from modelprov._correspond._claims import assign_claims
+from modelprov._correspond._graph import (
+    METADATA_READERS,
+    Change,
+    Matching,
+    Snapshot,
+    all_graphs,
+    all_nodes,
+    data_inputs,
+)
+
+__all__ = [
+    "METADATA_READERS",
+    "Change",
+    "Matching",
+    "Snapshot",
+    "all_graphs",
+    "all_nodes",
+    "correspond",
+    "data_inputs",
+]
+
+
+def correspond(
+    before: Snapshot,
+    graph: ir.Graph,
+    *,
+    node_anchors: Mapping[ir.Node, ir.Node] | None = None,
+    value_anchors: Mapping[ir.Value, ir.Value] | None = None,
+) -> Change:
+    """Compares ``graph`` (after a change) with the snapshot taken before it.
+
+    Without ``node_anchors``, nodes and values are matched by identity (in-process passes).
+    ``node_anchors`` maps new nodes to the old nodes they are (same computation), and
+    ``value_anchors`` maps new values to old values they equal, for graphs rebuilt by
+    other tools.
+    """
+    after_nodes = all_nodes(graph)
+    if node_anchors is None:
+        matching = match_by_identity(before, graph, after_nodes, value_anchors)
+    else:
+        matching = match_by_anchors(before, graph, after_nodes, node_anchors, value_anchors)
+    return assign_claims(before, after_nodes, matching)

@@ -1,0 +1,122 @@
+"""Identity anchors, for in-process passes: a node or value that is the same Python object
+before and after the change survived; replacements are read off surviving consumers, graph
+outputs and (for onnxscript's rewriter) names taken over by fresh outputs."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+import onnx_ir as ir
+
+from modelprov._correspond._graph import Matching, Snapshot, all_graphs, new_and_removed
+
+__all__ = ["match_by_identity"]
+
+
+def match_by_identity(
+    before: Snapshot,
+    graph: ir.Graph,
+    after_nodes: list[ir.Node],
+    value_anchors: Mapping[ir.Value, ir.Value] | None = None,
+) -> Matching:
+    """Matches ``graph`` (changed in place) against ``before`` by object identity;
+    ``value_anchors`` adds new value -> old value pairs known otherwise."""
+    old_set = set(before.inputs)
+    same = {node: node for node in after_nodes if node in old_set}
+    new_nodes, removed = new_and_removed(before, after_nodes, same)
+    removed_set = set(removed)
+    replaced = _value_replacements(before, graph, same, value_anchors)
+    _rename_anchors(before, new_nodes, removed_set, replaced)
+    return Matching(
+        same=same,
+        new_nodes=new_nodes,
+        removed=removed,
+        replaced=replaced,
+        claimable=removed_set | _superseded(graph, same, replaced),
+        values_persist=True,
+    )
+
+
+def _superseded(
+    graph: ir.Graph, same: Mapping[ir.Node, ir.Node], replaced: Mapping[ir.Value, list[ir.Value]]
+) -> set[ir.Node]:
+    """Surviving nodes whose every output was replaced in place and is now unused: a pass
+    left them dead for a later pass to remove, so they are claimable like removed nodes."""
+    replaced_olds = {old for olds in replaced.values() for old in olds}
+    outputs_now = {value for each in all_graphs(graph) for value in each.outputs}
+    superseded: set[ir.Node] = set()
+    for node in same:
+        outputs = list(node.outputs)
+        if (
+            outputs
+            and any(value in replaced_olds for value in outputs)
+            and all(not value.uses() and value not in outputs_now for value in outputs)
+        ):
+            superseded.add(node)
+    return superseded
+
+
+def _value_replacements(
+    before: Snapshot,
+    graph: ir.Graph,
+    surviving: Iterable[ir.Node],
+    anchors: Mapping[ir.Value, ir.Value] | None,
+) -> dict[ir.Value, list[ir.Value]]:
+    """New value -> old values it replaced, read off surviving consumers and graph outputs."""
+    replaced: dict[ir.Value, list[ir.Value]] = {}
+
+    def record(old: ir.Value | None, new: ir.Value | None) -> None:
+        if old is None or new is None or old is new:
+            return
+        olds = replaced.setdefault(new, [])
+        if old not in olds:
+            olds.append(old)
+
+    for node in surviving:
+        for old, new in zip(before.inputs[node], node.inputs, strict=False):
+            record(old, new)
+    for each in all_graphs(graph):
+        old_outputs = before.graph_outputs.get(each)
+        if old_outputs is None:
+            continue
+        for old, new in zip(old_outputs, each.outputs, strict=False):
+            record(old, new)
+    for new, old in (anchors or {}).items():
+        record(old, new)
+    return replaced
+
+
+def _rename_anchors(
+    before: Snapshot,
+    new_nodes: Iterable[ir.Node],
+    removed: set[ir.Node],
+    replaced: dict[ir.Value, list[ir.Value]],
+) -> None:
+    """A fresh output that took the name of a removed node's output replaced that value.
+
+    onnxscript's rewriter gives a rule's new outputs the names of the values they replace;
+    without this, two new nodes of one rewrite (a merged Reshape feeding a new Gemm) would
+    look like one cluster and each claim the other's work. Shapes and dtypes must agree.
+    """
+    old_by_name: dict[str, ir.Value] | None = None
+    for node in new_nodes:
+        for value in node.outputs:
+            if not value.name or value in replaced or before.knows(value):
+                continue
+            if old_by_name is None:
+                old_by_name = {
+                    old.name: old
+                    for old, producer in before.producer.items()
+                    if old.name and producer in removed
+                }
+            old = old_by_name.get(value.name)
+            if old is None or not _compatible(old, value):
+                continue
+            replaced[value] = [old]
+
+
+def _compatible(old: ir.Value, new: ir.Value) -> bool:
+    """True unless known dtypes or known shapes differ."""
+    if old.dtype is not None and new.dtype is not None and old.dtype != new.dtype:
+        return False
+    return old.shape is None or new.shape is None or old.shape == new.shape

@@ -1,0 +1,264 @@
+"""The claim phase of the correspondence engine, the same for every matcher: each removed
+node is claimed by the node(s) now computing what it computed.
+
+* a node producing a value that replaced an old value absorbs the removed nodes that fed
+  that old value, back to the values it reads (fusion, rewrite, CSE, Identity removal);
+* a node reading a value without producer (a folded constant, a graph input) that replaced
+  an old value absorbs the removed nodes that computed that old value (constant folding);
+* new nodes with nothing to anchor them share the claims of the new nodes they connect to
+  through fresh values (a rule that emits several nodes).
+
+Removed nodes nobody claims were dead: their computation no longer exists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+
+import onnx_ir as ir
+
+from modelprov._correspond._graph import Change, Matching, Snapshot, data_inputs
+
+__all__ = ["assign_claims"]
+
+
+def assign_claims(before: Snapshot, after_nodes: list[ir.Node], matching: Matching) -> Change:
+    """Who computes each removed node's work now, given what a matcher paired."""
+    old_of = matching.same
+    new_nodes = matching.new_nodes
+    removed = matching.removed
+    replaced = matching.replaced
+    claimable = matching.claimable
+    values_persist = matching.values_persist
+
+    producer_now = {value: node for node in after_nodes for value in node.outputs}
+    consumers_now: dict[ir.Value, list[ir.Node]] = {}
+    for node in after_nodes:
+        for value in node.inputs:
+            if value is not None:
+                consumers_now.setdefault(value, []).append(node)
+
+    def old_equivalents(value: ir.Value) -> list[ir.Value]:
+        olds = list(replaced.get(value, ()))
+        if values_persist and before.knows(value):
+            olds.append(value)
+        return olds
+
+    fallback: dict[ir.Node, set[ir.Node]] = {}
+
+    def region(
+        entries: Iterable[ir.Value], stops: set[ir.Value], *, loose: bool = False
+    ) -> set[ir.Node]:
+        """Removed nodes from ``entries`` back to ``stops``; ``loose`` also reads through
+        the input of a Shape or Size (what a fold of it does not compute)."""
+        claimed: set[ir.Node] = set()
+        stack = [before.producer[v] for v in entries if before.producer.get(v) in claimable]
+        while stack:
+            node = stack.pop()
+            if node in claimed:
+                continue
+            claimed.add(node)
+            read = before.inputs[node] if loose else data_inputs(node, before.inputs[node])
+            for value in read:
+                if value is None or value in stops:
+                    continue
+                upstream = before.producer.get(value)
+                if upstream is not None and upstream in claimable:
+                    stack.append(upstream)
+        return claimed
+
+    # What each new node reads, as old values: through the fresh values of other new
+    # nodes back to values the old graph knew (a new node computes nothing above them).
+    known_reads: dict[ir.Node, set[ir.Value]] = {}
+    new_set = set(new_nodes)
+    for node in after_nodes:
+        if node not in new_set:
+            continue
+        reads: set[ir.Value] = set()
+        for value in node.inputs:
+            if value is None:
+                continue
+            olds = old_equivalents(value)
+            if olds:
+                reads.update(olds)
+                continue
+            upstream = producer_now.get(value)
+            if upstream is not None and upstream in known_reads:
+                reads.update(known_reads[upstream])
+        known_reads[node] = reads
+
+    def stops_of(node: ir.Node) -> set[ir.Value]:
+        stops: set[ir.Value] = set(known_reads.get(node, ()))
+        for value in node.inputs:
+            if value is not None:
+                stops.update(old_equivalents(value))
+        old = old_of.get(node)
+        if old is not None:
+            stops.update(v for v in before.inputs[old] if v is not None)
+        return stops
+
+    absorbed: dict[ir.Node, set[ir.Node]] = {}
+    produced: dict[ir.Node, set[ir.Node]] = {}
+    producerless: list[tuple[ir.Value, list[ir.Value]]] = []
+    for new_value, olds in replaced.items():
+        producer = producer_now.get(new_value)
+        if producer is None:
+            producerless.append((new_value, olds))
+            continue
+        stops = stops_of(producer)
+        produced.setdefault(producer, set()).update(
+            before.producer[old] for old in olds if before.producer.get(old) in claimable
+        )
+        claim = region(olds, stops)
+        if claim:
+            absorbed.setdefault(producer, set()).update(claim)
+        extra = region(olds, stops, loose=True) - claim
+        if extra:
+            fallback.setdefault(producer, set()).update(extra)
+    # A value without producer (folded constant, graph input) took old values' places:
+    # each reader absorbs what computed the old value it (or what it absorbed) read.
+    for new_value, olds in producerless:
+        for consumer in consumers_now.get(new_value, ()):
+            old_consumer = old_of.get(consumer)
+            if old_consumer is not None:
+                read = {v for v in before.inputs[old_consumer] if v is not None}
+            else:
+                read = {
+                    v
+                    for node in absorbed.get(consumer, ())
+                    for v in before.inputs[node]
+                    if v is not None
+                }
+            # A new reader that took over removed nodes claims only what they read; one
+            # without claims of its own may have taken over any of the old readers.
+            entries = [old for old in olds if old in read]
+            if old_consumer is None and not absorbed.get(consumer):
+                entries = list(olds)
+            stops = stops_of(consumer) - set(entries)
+            claim = region(entries, stops)
+            if claim:
+                absorbed.setdefault(consumer, set()).update(claim)
+            extra = region(entries, stops, loose=True) - claim
+            if extra:
+                fallback.setdefault(consumer, set()).update(extra)
+
+    unanchored = _share_within_clusters(
+        new_nodes,
+        absorbed,
+        before,
+        producer_now,
+        old_equivalents,
+        lambda value: bool(old_equivalents(value)),
+    )
+    claimed_all: set[ir.Node] = set()
+    for claim in absorbed.values():
+        claimed_all.update(claim)
+    fallback_all = {node for extra in fallback.values() for node in extra}
+    eliminated = [node for node in removed if node not in claimed_all and node not in fallback_all]
+    fallback = {
+        node: extra - claimed_all for node, extra in fallback.items() if extra - claimed_all
+    }
+    constant = before.constant_nodes()
+    return Change(
+        fallback=fallback,
+        constant=set(constant),
+        produced={node: olds for node, olds in produced.items() if olds},
+        absorbed=absorbed,
+        replaced=replaced,
+        same=old_of,
+        new_nodes=new_nodes,
+        removed=removed,
+        eliminated=eliminated,
+        unanchored=unanchored,
+    )
+
+
+def _share_within_clusters(
+    new_nodes: list[ir.Node],
+    absorbed: dict[ir.Node, set[ir.Node]],
+    before: Snapshot,
+    producer_now: Mapping[ir.Value, ir.Node],
+    old_equivalents: Callable[[ir.Value], list[ir.Value]],
+    known: Callable[[ir.Value], bool],
+) -> list[ir.Node]:
+    """New nodes without claims take, from the claims of the new nodes linked to them by
+    fresh values, the removed nodes they can compute: those whose inputs from outside the
+    claim all lie among what the node reads (directly or through other new nodes)."""
+    new_set = set(new_nodes)
+    parent: dict[ir.Node, ir.Node] = {node: node for node in new_nodes}
+
+    def find(node: ir.Node) -> ir.Node:
+        while parent[node] is not node:
+            parent[node] = parent[parent[node]]
+            node = parent[node]
+        return node
+
+    def fresh_producer(value: ir.Value | None) -> ir.Node | None:
+        if value is None or known(value):
+            return None
+        upstream = producer_now.get(value)
+        return upstream if upstream is not None and upstream in new_set else None
+
+    for node in new_nodes:
+        for value in node.inputs:
+            upstream = fresh_producer(value)
+            if upstream is not None:
+                parent[find(upstream)] = find(node)
+    cluster_claims: dict[ir.Node, set[ir.Node]] = {}
+    for node in new_nodes:
+        claim = absorbed.get(node)
+        if claim:
+            cluster_claims.setdefault(find(node), set()).update(claim)
+
+    def reads(node: ir.Node) -> set[ir.Value]:
+        """Old values a new node depends on, through fresh values of other new nodes."""
+        seen: set[ir.Node] = set()
+        result: set[ir.Value] = set()
+        stack = [node]
+        while stack:
+            current = stack.pop()
+            if current in seen:
+                continue
+            seen.add(current)
+            for value in current.inputs:
+                if value is None:
+                    continue
+                upstream = fresh_producer(value)
+                if upstream is not None:
+                    stack.append(upstream)
+                else:
+                    result.update(old_equivalents(value))
+        return result
+
+    def outside_inputs(target: ir.Node, claim: set[ir.Node]) -> set[ir.Value]:
+        """Values the claimed nodes upstream of ``target`` read from outside the claim."""
+        seen: set[ir.Node] = set()
+        result: set[ir.Value] = set()
+        stack = [target]
+        while stack:
+            current = stack.pop()
+            if current in seen:
+                continue
+            seen.add(current)
+            for value in before.inputs[current]:
+                if value is None:
+                    continue
+                upstream = before.producer.get(value)
+                if upstream is not None and upstream in claim:
+                    stack.append(upstream)
+                else:
+                    result.add(value)
+        return result
+
+    unanchored: list[ir.Node] = []
+    for node in new_nodes:
+        if absorbed.get(node):
+            continue
+        shared = cluster_claims.get(find(node))
+        if not shared:
+            unanchored.append(node)
+            continue
+        available = reads(node)
+        computable = {old for old in shared if outside_inputs(old, shared) <= available}
+        absorbed[node] = computable or set(shared)
+    return unanchored
