@@ -26,7 +26,8 @@ def _exports(name: str) -> tuple[Any, Any, Any]:
 
 
 @pytest.mark.parametrize(
-    "name", ["mlp", "transformer_encoder", pytest.param("llama", marks=pytest.mark.slow)]
+    "name",
+    ["mlp", "transformer_encoder", "llama"],  # llama: ~14 s
 )
 def test_most_fx_nodes_are_found_on_both_sides(name: str) -> None:
     onnx_program, program, exported = _exports(name)
@@ -34,8 +35,9 @@ def test_most_fx_nodes_are_found_on_both_sides(name: str) -> None:
     user_nodes = {n.name for n in exported.graph.nodes if n.op == "call_function"}
     assert set(joined.ids) <= user_nodes  # ids are names of the user's program's nodes
     assert joined.onnx_coverage >= 0.95, joined.onnx_only
-    if name != "llama":  # torch.onnx's decomposition deletes Llama's no-op casts (`to`)
-        assert joined.coverage >= 0.95, (joined.onnx_only, joined.stablehlo_only)
+    # Llama's same-dtype `to` casts, which torch.onnx's decomposition deletes, are named as
+    # aliases on the ONNX node producing their value (171/172 ids on both sides, measured).
+    assert joined.coverage >= 0.95, (joined.onnx_only, joined.stablehlo_only)
     # The join names real nodes and ops: both sides agree on the module of each id.
     onnx_modules = {
         source_id: source.module_path

@@ -188,6 +188,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "exported_program_to_stablehlo",
         "load_exported",
         "read_mlir_sources",
+        "restore_attributes",
     ],
 }
 

@@ -19,6 +19,7 @@ from modelprov.annotation._module_outputs import module_output_nodes, per_output
 from modelprov.errors import AnnotationError, ExportError, VerificationError
 from modelprov.onnx._annotations import apply_annotations
 from modelprov.onnx._aten_record import record_aten_calls
+from modelprov.onnx._capture import capture_program
 from modelprov.onnx._export_report import OutputCheck, provenance_counts, write_export_report
 from modelprov.onnx._optimize import OptimizeProvenancePass
 from modelprov.onnx._provenance import Provenance
@@ -111,10 +112,17 @@ def export(
     policies = policies if policies is not None else DEFAULT_POLICIES
     normalized = _collect_annotations(model, annotations)
     with torch.fx.traceback.preserve_node_meta():
-        program = torch.onnx.export(model, args, None, dynamo=True, optimize=False, **kwargs)
+        captured = capture_program(model, tuple(args), kwargs)
+        program = torch.onnx.export(
+            captured if captured is not None else model,
+            args,
+            None,
+            dynamo=True,
+            optimize=False,
+            **kwargs,
+        )
     record_aten_calls(program)
-    original_graph = model.graph if isinstance(model, torch.export.ExportedProgram) else None
-    record_source_nodes(program, id(original_graph) if original_graph is not None else None)
+    record_source_nodes(program, captured.graph if captured is not None else None)
     fx_custom = (
         fx_custom_metadata(program.exported_program) if program.exported_program is not None else {}
     )

@@ -12,6 +12,7 @@ from modelprov.stablehlo._graph_module import (
 from modelprov.stablehlo._program import StableHLOProgram, load_exported
 from modelprov.stablehlo._read import MlirOp, read_mlir_sources
 from modelprov.stablehlo._records import FxNodeInfo, OpRecord
+from modelprov.stablehlo._restore import restore_attributes
 
 __all__ = [
     "FxNodeInfo",
@@ -24,4 +25,5 @@ __all__ = [
     "exported_program_to_stablehlo",
     "load_exported",
     "read_mlir_sources",
+    "restore_attributes",
 ]
