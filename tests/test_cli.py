@@ -284,6 +284,21 @@ def test_recover_on_onnxscript_output(models, tmp_path):
     assert report.fx_nodes_dyn.value == 1.0
 
 
+def test_recover_report_counts_every_node(models, tmp_path):
+    folder, _ = models
+    out = tmp_path / "recovered.onnx"
+    args = ("recover", str(folder / "dt.onnx"), str(folder / "dt.os.onnx"), "-o", str(out))
+    report = ok_json(cli(*args, "--json"))
+    assert report["format"] == "modelprov.recover-report" and report["version"] == 1
+    nodes = len(onnx.load(str(out)).graph.node)
+    assert report["nodes"] == nodes
+    assert report["exact"] + report["named"] + report["inferred"] + len(
+        report["unattributed"]
+    ) == nodes
+    text = cli(*args, "--report")
+    assert text.returncode == 0 and text.stdout.startswith(f"recovered {nodes} nodes:")
+
+
 def test_functionize_then_inline(models, tmp_path):
     folder, _ = models
     functions = tmp_path / "functions.onnx"

@@ -118,7 +118,7 @@ def _cmd_recover(args: argparse.Namespace) -> int:
     from modelprov.onnx._recover import recover_with_working_model
 
     with _status("recovering provenance"):
-        _, _, result = recover_with_working_model(original, optimized, force=args.force)
+        _, recovery, result = recover_with_working_model(original, optimized, force=args.force)
     with _status(f"writing {output}"):
         ir.external_data.set_base_dir(
             result.graph, os.path.dirname(os.path.abspath(args.optimized))
@@ -130,6 +130,8 @@ def _cmd_recover(args: argparse.Namespace) -> int:
         if level:
             levels[level] = levels.get(level, 0) + 1
     how_sure = ", ".join(f"{count} {level}" for level, count in sorted(levels.items()))
+    if args.report or args.json:
+        print(json.dumps(recovery.to_json(), indent=2) if args.json else recovery.to_text())
     _progress.summary(
         f"wrote {output}: {_model_summary(result)}" + (f" ({how_sure})" if how_sure else "")
     )
@@ -664,6 +666,14 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="recover even when OPTIMIZED does not look made from ORIGINAL (different "
         "interface, op kinds or size)",
+    )
+    recover.add_argument(
+        "--report",
+        action="store_true",
+        help="print how sure each attribution is, unattributed nodes and lost sources",
+    )
+    recover.add_argument(
+        "--json", action="store_true", help="print that report as JSON (implies --report)"
     )
     recover.set_defaults(run=_cmd_recover)
 
