@@ -98,10 +98,13 @@ def vit() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
     return _image(t.ViTModel(config, add_pooling_layer=False))
 
 
-def llama() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
+def _decoder(
+    config_class: str, model_class: str
+) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
+    """A 2-layer, 32-wide decoder of a Llama-like family (grouped-query attention)."""
     import transformers as t
 
-    config = t.LlamaConfig(
+    config = getattr(t, config_class)(
         hidden_size=32,
         intermediate_size=64,
         num_hidden_layers=2,
@@ -111,23 +114,15 @@ def llama() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
         max_position_embeddings=64,
         use_cache=False,
     )
-    return _text(t.LlamaModel(config))
+    return _text(getattr(t, model_class)(config))
+
+
+def llama() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
+    return _decoder("LlamaConfig", "LlamaModel")
 
 
 def qwen2() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
-    import transformers as t
-
-    config = t.Qwen2Config(
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        vocab_size=100,
-        max_position_embeddings=64,
-        use_cache=False,
-    )
-    return _text(t.Qwen2Model(config))
+    return _decoder("Qwen2Config", "Qwen2Model")
 
 
 def t5_encoder() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
