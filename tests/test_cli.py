@@ -292,9 +292,10 @@ def test_recover_report_counts_every_node(models, tmp_path):
     assert report["format"] == "modelprov.recover-report" and report["version"] == 1
     nodes = len(onnx.load(str(out)).graph.node)
     assert report["nodes"] == nodes
-    assert report["exact"] + report["named"] + report["inferred"] + len(
-        report["unattributed"]
-    ) == nodes
+    assert (
+        report["exact"] + report["named"] + report["inferred"] + len(report["unattributed"])
+        == nodes
+    )
     text = cli(*args, "--report")
     assert text.returncode == 0 and text.stdout.startswith(f"recovered {nodes} nodes:")
 

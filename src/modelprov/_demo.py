@@ -14,7 +14,7 @@ import torch
 from modelprov import _examples
 from modelprov._io import save_model
 from modelprov.audit import diff
-from modelprov.keys import STACK_TRACE_KEY
+from modelprov.core.keys import STACK_TRACE_KEY
 from modelprov.onnx._export import export
 from modelprov.onnx._lookup import sources
 from modelprov.report import write_report

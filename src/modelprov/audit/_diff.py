@@ -9,10 +9,10 @@ from typing import Any
 
 import onnx_ir as ir
 
-from modelprov._correspond import all_nodes
-from modelprov._sources import Source
 from modelprov.audit._audit import has_provenance
-from modelprov.keys import DIFF_FORMAT
+from modelprov.core._correspond import all_nodes
+from modelprov.core._sources import Source
+from modelprov.core.keys import DIFF_FORMAT
 from modelprov.onnx._convert import AnyModel, as_ir
 from modelprov.onnx._lookup import function_body_sources, node_sources
 

@@ -11,7 +11,7 @@ import onnx
 import onnx_ir as ir
 
 from modelprov.audit._diff import DiffReport, diff
-from modelprov.keys import OPTIMIZE_REPORT_FORMAT
+from modelprov.core.keys import OPTIMIZE_REPORT_FORMAT
 from modelprov.onnx._lookup import node_sources
 
 if TYPE_CHECKING:

@@ -18,17 +18,17 @@ from typing import Any, overload
 import onnx
 import onnx_ir as ir
 
-from modelprov.errors import MetadataError
-from modelprov.keys import (
+from modelprov.core._provenance import Provenance
+from modelprov.core.keys import (
     ATEN_DOMAIN,
     CONSTANT_OF_KEY,
     INLINE_KEY,
     INLINE_OUTPUTS_META,
     MODULE_DOMAIN,
 )
+from modelprov.errors import MetadataError
 from modelprov.onnx._call_provenance import rewrite_table
 from modelprov.onnx._convert import run_on_copy
-from modelprov.onnx._provenance import Provenance
 from modelprov.onnx._wrap import INLINE_VERSION, type_from_json
 
 __all__ = ["InlinePass", "inline"]

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 import onnx_ir as ir
 
-from modelprov._correspond._graph import Change, Matching, Snapshot, data_inputs
+from modelprov.core._correspond._graph import Change, Matching, Snapshot, data_inputs
 
 __all__ = ["assign_claims"]
 

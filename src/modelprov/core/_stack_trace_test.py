@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from modelprov import _stack_trace as st
+from modelprov.core import _stack_trace as st
 
 OUTER = 'File "/home/me/proj/model.py", line 30, in forward\n    y = self.block(x)'
 FIRST = OUTER + '\n  File "/home/me/proj/block.py", line 12, in forward\n    k = k.transpose(1, 2)'
