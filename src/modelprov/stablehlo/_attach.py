@@ -43,9 +43,10 @@ from modelprov.core._scoping import (
     value_scoped_keys,
     within,
 )
+from modelprov.core._sources import Source
 from modelprov.core.policy import MergeContext, Policies
 from modelprov.stablehlo._locations import location_name, relocate, with_aliases
-from modelprov.stablehlo._records import FxNodeInfo, OpRecord, provenance_attributes
+from modelprov.stablehlo._records import OpRecord, provenance_attributes
 
 __all__ = ["AttachResult", "attach"]
 
@@ -66,7 +67,7 @@ class AttachResult:
     """
 
     ops: tuple[OpRecord, ...]
-    aliases: Mapping[str, tuple[FxNodeInfo, ...]] = dataclasses.field(default_factory=dict)
+    aliases: Mapping[str, tuple[Source, ...]] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
@@ -106,7 +107,7 @@ def _location_nodes(location: Any, root: str, known: Mapping[str, object]) -> tu
     return names, label or str(location)[:200]
 
 
-def _collect(module: Any, root: str, known: Mapping[str, FxNodeInfo]) -> list[_Op]:
+def _collect(module: Any, root: str, known: Mapping[str, Source]) -> list[_Op]:
     from jaxlib.mlir import ir
 
     operations: list[Any] = []
@@ -141,7 +142,7 @@ def _collect(module: Any, root: str, known: Mapping[str, FxNodeInfo]) -> list[_O
 class _Flow:
     """Answers 'does this op hand a value out of module m / node n?' from result uses."""
 
-    def __init__(self, ops: Sequence[_Op], infos: Mapping[str, FxNodeInfo]) -> None:
+    def __init__(self, ops: Sequence[_Op], infos: Mapping[str, Source]) -> None:
         self._ops = ops
         self._infos = infos
         self._index_of = {op.operation: op.index for op in ops}
@@ -176,7 +177,7 @@ class _Flow:
             nodes = self._owner_nodes(user)
             if not nodes:
                 return True
-            if not all(within(self._infos[name].module, module) for name in nodes):
+            if not all(within(self._infos[name].module_path, module) for name in nodes):
                 return True
         return False
 
@@ -195,7 +196,7 @@ class _Candidate:
 def _op_values(
     op: _Op,
     flow: _Flow,
-    infos: Mapping[str, FxNodeInfo],
+    infos: Mapping[str, Source],
     annotations: Mapping[str, Mapping[str, str]],
     policies: Policies,
     output_nodes: Mapping[str, tuple[str, ...]],
@@ -211,10 +212,10 @@ def _op_values(
         node_output = len(op.nodes) == 1 or flow.leaves_node(op, name)
         for key, value in provenance_attributes(info).items():
             add(key, value, name, node_output)
-        for key, value in effective_annotations(annotations, info.module).items():
+        for key, value in effective_annotations(annotations, info.module_path).items():
             if not policies.is_value_scoped(key):
                 add(key, value, name, node_output)
-        for module in ancestors_outer_first(info.module):
+        for module in ancestors_outer_first(info.module_path):
             declared = annotations.get(module)
             if not declared:
                 continue
@@ -223,7 +224,7 @@ def _op_values(
             # its first node's module is no module output: never value-scope constants.
             if scoped and not is_constant and flow.leaves_module(op, module):
                 for key, value in scoped.items():
-                    made = info.source_nodes or (info.name,)
+                    made = info.shared_ids()
                     if not applies_to_output(key, output_nodes.get(module), made):
                         continue
                     add(key, value, name, True)
@@ -245,12 +246,12 @@ def _merge(key: str, candidates: Sequence[_Candidate], op: _Op, policies: Polici
 def attach(
     module: Any,
     root: str,
-    infos: Mapping[str, FxNodeInfo],
+    infos: Mapping[str, Source],
     annotations: Mapping[str, Mapping[str, str]],
     policies: Policies,
     *,
     relocate_ops: bool = True,
-    aliases_for: Callable[[set[str]], Mapping[str, tuple[FxNodeInfo, ...]]] | None = None,
+    aliases_for: Callable[[set[str]], Mapping[str, tuple[Source, ...]]] | None = None,
     output_nodes: Mapping[str, tuple[str, ...]] | None = None,
 ) -> AttachResult:
     """Label every op of ``module`` (an ``ir.Module``, edited in place) and return its records.
@@ -300,13 +301,13 @@ def attach(
 
 def _provenance_label(
     nodes: Sequence[str],
-    infos: Mapping[str, FxNodeInfo],
-    aliases: Mapping[str, tuple[FxNodeInfo, ...]],
+    infos: Mapping[str, Source],
+    aliases: Mapping[str, tuple[Source, ...]],
 ) -> str:
     names: list[str] = []
     for info in with_aliases(nodes, infos, aliases):
-        for node in info.source_nodes or (info.name,):
-            label = location_name(info.module, node)
+        for node in info.shared_ids():
+            label = location_name(info.module_path, node)
             if label not in names:
                 names.append(label)
     return ";".join(names)

@@ -15,7 +15,7 @@ from modelprov.annotation import effective_annotations
 from modelprov.core._scoping import within
 from modelprov.core._sources import Source
 from modelprov.errors import StableHLOError
-from modelprov.stablehlo._records import FxNodeInfo, OpRecord, provenance_attributes
+from modelprov.stablehlo._records import OpRecord, provenance_attributes
 
 __all__ = ["EXPORT_SUFFIX", "WEIGHTS_SUFFIX", "StableHLOProgram", "load_exported"]
 
@@ -41,7 +41,8 @@ class StableHLOProgram:
         weights: parameters, buffers and lifted constants as JAX arrays, in call order.
         ops: every op of the module (functions and the module itself excluded), in printing
             order, with the attributes modelprov set.
-        nodes: provenance of the decomposed ExportedProgram's call nodes, by name.
+        nodes: provenance of the decomposed ExportedProgram's call nodes, by name, as
+            ``Source`` records (``id`` the node's name, ``source_nodes`` the user's nodes).
         annotations: the normalized user annotations that were applied.
         aliases: FX node -> the nodes of the user's program without ops of their own
             (``dropout`` in eval mode, ``contiguous``...) whose output its ops produce;
@@ -55,10 +56,10 @@ class StableHLOProgram:
     exported: Any
     weights: tuple[Any, ...]
     ops: tuple[OpRecord, ...]
-    nodes: Mapping[str, FxNodeInfo]
+    nodes: Mapping[str, Source]
     annotations: Mapping[str, Mapping[str, str]]
     exported_program: Any = dataclasses.field(default=None, repr=False, compare=False)
-    aliases: Mapping[str, tuple[FxNodeInfo, ...]] = dataclasses.field(
+    aliases: Mapping[str, tuple[Source, ...]] = dataclasses.field(
         default_factory=dict, repr=False, compare=False
     )
 
@@ -84,7 +85,7 @@ class StableHLOProgram:
         return tuple(
             op
             for op in self.ops
-            if op.nodes and any(within(self.nodes[n].module, module_path) for n in op.nodes)
+            if op.nodes and any(within(self.nodes[n].module_path, module_path) for n in op.nodes)
         )
 
     def sources(self, op: OpRecord | int) -> tuple[Source, ...]:
@@ -107,23 +108,13 @@ class StableHLOProgram:
         for info in infos:
             metadata = {
                 **provenance_attributes(info),
-                **effective_annotations(self.annotations, info.module),
+                **effective_annotations(self.annotations, info.module_path),
             }
-            for source_id in info.source_nodes or (info.name,):
+            for source_id in info.shared_ids():
                 if any(source.id == source_id for source in result):
                     continue  # a node without ops of its own from the same user node
                 result.append(
-                    Source(
-                        id=source_id,
-                        fx_node=info.name,
-                        module_path=info.module,
-                        module_type=info.module_type,
-                        target=info.target,
-                        file=info.file,
-                        line=info.line,
-                        stack_trace=info.stack_trace,
-                        metadata=metadata,
-                    )
+                    dataclasses.replace(info, id=source_id, metadata=metadata, source_nodes=())
                 )
         return tuple(result)
 
