@@ -14,14 +14,14 @@ Attributes (all discardable ``StringAttr``\\ s, formats in docs/metadata-format.
 ``modelprov.node``, ``modelprov.source_node`` (only when it differs), ``modelprov.module``,
 ``modelprov.module_type``, ``modelprov.target``, ``modelprov.stack``, and the user's keys.
 
-Scoping: a module-scoped key (the default) goes on every op of its module and its submodules
-(``effective_annotations``). A value-scoped key (``policies.is_value_scoped``) goes only on
-ops that produce an output of the module that declares it: an op one of whose results is
-used by an op outside that module or returned by the function. Constants never get
-value-scoped keys (JAX shares one constant op among all nodes that use the value). When an
-op gets several values for a key (several nodes in one location, or a tensor that is the
-output of an inner and an outer module that both declare the key), ``policies.merge``
-combines them.
+Scoping is ``core._scoping.KeyScoping``'s, shared with the ONNX exporter: a module-scoped key
+(the default) goes on every op of its module and its submodules; a value-scoped key
+(``policies.is_value_scoped``) only on ops that produce an output of the module that declares
+it; per FX node, the innermost declaring module's value wins. This module answers which ops
+hand a value out of a module: an op one of whose results is used by an op outside that module
+or returned by the function. Constants never do (JAX shares one constant op among all nodes
+that use the value). When an op lowered from several FX nodes gets several values for a key,
+``policies.merge`` combines them.
 
 ``ir.Operation`` hashes change once an attribute is set, so every op is collected and every
 value computed first, and attributes are written last.
@@ -36,13 +36,7 @@ import types
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from modelprov.annotation import effective_annotations
-from modelprov.core._scoping import (
-    ancestors_outer_first,
-    applies_to_output,
-    value_scoped_keys,
-    within,
-)
+from modelprov.core._scoping import KeyScoping, within
 from modelprov.core._sources import Source
 from modelprov.core.policy import MergeContext, Policies
 from modelprov.stablehlo._locations import location_name, relocate, with_aliases
@@ -194,40 +188,30 @@ class _Candidate:
 
 
 def _op_values(
-    op: _Op,
-    flow: _Flow,
-    infos: Mapping[str, Source],
-    annotations: Mapping[str, Mapping[str, str]],
-    policies: Policies,
-    output_nodes: Mapping[str, tuple[str, ...]],
+    op: _Op, flow: _Flow, infos: Mapping[str, Source], scoping: KeyScoping
 ) -> dict[str, list[_Candidate]]:
     candidates: dict[str, list[_Candidate]] = {}
 
     def add(key: str, value: str, source: str, from_output: bool) -> None:
         candidates.setdefault(key, []).append(_Candidate(value, source, from_output))
 
+    # JAX caches constants and reuses one across nodes, so a constant used outside its
+    # first node's module is no module output: never value-scope constants.
     is_constant = op.operation.name == "stablehlo.constant"
+
+    def leaves(module: str) -> bool:
+        return not is_constant and flow.leaves_module(op, module)
+
     for name in op.nodes:
         info = infos[name]
         node_output = len(op.nodes) == 1 or flow.leaves_node(op, name)
         for key, value in provenance_attributes(info).items():
             add(key, value, name, node_output)
-        for key, value in effective_annotations(annotations, info.module_path).items():
-            if not policies.is_value_scoped(key):
-                add(key, value, name, node_output)
-        for module in ancestors_outer_first(info.module_path):
-            declared = annotations.get(module)
-            if not declared:
-                continue
-            scoped = value_scoped_keys(declared, policies)
-            # JAX caches constants and reuses one across nodes, so a constant used outside
-            # its first node's module is no module output: never value-scope constants.
-            if scoped and not is_constant and flow.leaves_module(op, module):
-                for key, value in scoped.items():
-                    made = info.shared_ids()
-                    if not applies_to_output(key, output_nodes.get(module), made):
-                        continue
-                    add(key, value, name, True)
+        applied = scoping.source_keys(
+            info.module_path, leaves=leaves, made=info.shared_ids(), produces_output=node_output
+        )
+        for key, item in applied.items():
+            add(key, item.value, name, item.from_output)
     return candidates
 
 
@@ -269,12 +253,13 @@ def attach(
 
     ops = _collect(module, root, infos)
     flow = _Flow(ops, infos)
+    scoping = KeyScoping(annotations, policies, output_nodes)
     planned: list[tuple[_Op, dict[str, str]]] = []
     for op in ops:
         if op.operation.name in _STRUCTURAL:
             continue
         attributes: dict[str, str] = {}
-        values = _op_values(op, flow, infos, annotations, policies, output_nodes or {})
+        values = _op_values(op, flow, infos, scoping)
         for key, candidates in values.items():
             merged = _merge(key, candidates, op, policies)
             if merged is not None:
