@@ -11,6 +11,7 @@ it). Functions no call uses any more are removed; other functions are left alone
 from __future__ import annotations
 
 import collections
+import dataclasses
 import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, overload
@@ -119,9 +120,11 @@ def _is_type(entry: object) -> bool:
     )
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class InlinePass(ir.passes.InPlacePass):
     """Replaces calls of functionize's functions (``pkg.torch.aten``, ``pkg.torch.module``)
-    by their bodies, restoring each call's own names and metadata."""
+    by their bodies, restoring each call's own names and metadata. A frozen dataclass like
+    the other passes; it has no options (fields) yet."""
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         provenance = Provenance.read(model)
