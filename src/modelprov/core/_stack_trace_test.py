@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pathlib
+
 import pytest
 
 from modelprov.core import _stack_trace as st
@@ -71,7 +73,7 @@ def test_budget_must_be_sensible() -> None:
         st.TraceOptions(max_bytes=10)
 
 
-def test_display_location_shortens_the_file_and_keeps_the_line(tmp_path) -> None:
+def test_display_location_shortens_the_file_and_keeps_the_line(tmp_path: pathlib.Path) -> None:
     inside = tmp_path / "pkg" / "model.py"
     assert st.display_location(f"{inside}:12", root=str(tmp_path)) == "pkg/model.py:12"
     installed = "/opt/venv/lib/python3.11/site-packages/torch/nn/modules/linear.py:125"
