@@ -127,3 +127,16 @@ def test_onnx_and_stablehlo_give_each_source_the_same_annotation_keys() -> None:
     assert stablehlo_keys[scale]["custom.output1.min"] == {"-3.0"}
     assert stablehlo_keys[scale]["custom.max"] == {"2.0"}
     assert stablehlo_keys[scale]["custom.owner"] == {"block"}
+
+    # StableHLOProgram.sources: each source's own metadata, the same on every op lowered
+    # from it and the same as the ONNX export's source (its unoptimized node's metadata).
+    per_source: dict[str, dict[str, str]] = {}
+    for op in stablehlo.ops:
+        for source in stablehlo.sources(op):
+            keys = {k: v for k, v in source.metadata.items() if k.startswith("custom.")}
+            assert per_source.setdefault(source.id, keys) == keys, source.id
+    onnx_sources = {
+        source_id: {key: next(iter(values)) for key, values in keys.items()}
+        for source_id, keys in onnx_keys.items()
+    }
+    assert {i: per_source[i] for i in onnx_sources} == onnx_sources

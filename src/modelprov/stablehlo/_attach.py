@@ -30,6 +30,7 @@ value computed first, and attributes are written last.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import io
 import logging
 import types
@@ -58,10 +59,16 @@ class AttachResult:
 
     ``aliases``: FX node -> the nodes without ops of their own whose output its ops
     produce (``_aliases``); they are in the ops' locations too.
+    ``exits``: source id (a node of the user's program, ``Source.shared_ids``) -> the
+    modules declaring value-scoped keys whose output some op of that source makes; what
+    ``StableHLOProgram.sources`` scopes the keys of a source by; ``scoping`` the key
+    scoping the attributes were chosen by.
     """
 
     ops: tuple[OpRecord, ...]
     aliases: Mapping[str, tuple[Source, ...]] = dataclasses.field(default_factory=dict)
+    exits: Mapping[str, frozenset[str]] = dataclasses.field(default_factory=dict)
+    scoping: KeyScoping | None = None
 
 
 @dataclasses.dataclass
@@ -188,8 +195,14 @@ class _Candidate:
 
 
 def _op_values(
-    op: _Op, flow: _Flow, infos: Mapping[str, Source], scoping: KeyScoping
+    op: _Op,
+    flow: _Flow,
+    infos: Mapping[str, Source],
+    scoping: KeyScoping,
+    exits: dict[str, set[str]],
 ) -> dict[str, list[_Candidate]]:
+    """Every candidate value of every key of ``op``; records in ``exits`` (FX node ->
+    modules) which module outputs the op makes for each of its nodes."""
     candidates: dict[str, list[_Candidate]] = {}
 
     def add(key: str, value: str, source: str, from_output: bool) -> None:
@@ -199,8 +212,11 @@ def _op_values(
     # first node's module is no module output: never value-scope constants.
     is_constant = op.operation.name == "stablehlo.constant"
 
-    def leaves(module: str) -> bool:
-        return not is_constant and flow.leaves_module(op, module)
+    def leaves(name: str, module: str) -> bool:
+        if is_constant or not flow.leaves_module(op, module):
+            return False
+        exits.setdefault(name, set()).add(module)
+        return True
 
     for name in op.nodes:
         info = infos[name]
@@ -208,7 +224,10 @@ def _op_values(
         for key, value in provenance_attributes(info).items():
             add(key, value, name, node_output)
         applied = scoping.source_keys(
-            info.module_path, leaves=leaves, made=info.shared_ids(), produces_output=node_output
+            info.module_path,
+            leaves=functools.partial(leaves, name),
+            made=info.shared_ids(),
+            produces_output=node_output,
         )
         for key, item in applied.items():
             add(key, item.value, name, item.from_output)
@@ -254,12 +273,13 @@ def attach(
     ops = _collect(module, root, infos)
     flow = _Flow(ops, infos)
     scoping = KeyScoping(annotations, policies, output_nodes)
+    node_exits: dict[str, set[str]] = {}
     planned: list[tuple[_Op, dict[str, str]]] = []
     for op in ops:
         if op.operation.name in _STRUCTURAL:
             continue
         attributes: dict[str, str] = {}
-        values = _op_values(op, flow, infos, scoping)
+        values = _op_values(op, flow, infos, scoping, node_exits)
         for key, candidates in values.items():
             merged = _merge(key, candidates, op, policies)
             if merged is not None:
@@ -281,7 +301,25 @@ def attach(
     records = _records(module, ops, planned, wrappers)
     unattributed = sum(1 for record in records if not record.nodes)
     _LOG.debug("labelled %d ops, %d unattributed", len(records) - unattributed, unattributed)
-    return AttachResult(ops=records, aliases=aliases)
+    exits = _source_exits(node_exits, infos, aliases)
+    return AttachResult(ops=records, aliases=aliases, exits=exits, scoping=scoping)
+
+
+def _source_exits(
+    node_exits: Mapping[str, set[str]],
+    infos: Mapping[str, Source],
+    aliases: Mapping[str, tuple[Source, ...]],
+) -> dict[str, frozenset[str]]:
+    """Per source id, the module outputs its FX nodes' ops make (a node without ops of its
+    own, an alias, shares those of the node whose ops make its output)."""
+    found: dict[str, set[str]] = {}
+    for name, modules in node_exits.items():
+        for source_id in infos[name].shared_ids():
+            found.setdefault(source_id, set()).update(modules)
+        for alias in aliases.get(name, ()):
+            for source_id in alias.shared_ids():
+                found.setdefault(source_id, set()).update(modules)
+    return {source_id: frozenset(modules) for source_id, modules in found.items()}
 
 
 def _provenance_label(

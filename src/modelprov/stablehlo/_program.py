@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from modelprov.annotation import effective_annotations
-from modelprov.core._scoping import within
+from modelprov.core._scoping import KeyScoping, within
 from modelprov.core._sources import Source
 from modelprov.errors import StableHLOError
 from modelprov.stablehlo._records import OpRecord, provenance_attributes
@@ -49,6 +49,10 @@ class StableHLOProgram:
             they are sources of those ops too.
         exported_program: the decomposed ``torch.export.ExportedProgram`` that was lowered;
             its FX node names are the ``modelprov.node`` values.
+        scoping: which annotation keys apply to which source (``core._scoping``, shared
+            with the ONNX exporter); None: every key of a source's module and its ancestors.
+        exits: source id -> the modules declaring value-scoped keys whose output some op of
+            that source makes (the backend's answer ``scoping`` asks for).
     """
 
     text: str
@@ -60,6 +64,10 @@ class StableHLOProgram:
     annotations: Mapping[str, Mapping[str, str]]
     exported_program: Any = dataclasses.field(default=None, repr=False, compare=False)
     aliases: Mapping[str, tuple[Source, ...]] = dataclasses.field(
+        default_factory=dict, repr=False, compare=False
+    )
+    scoping: KeyScoping | None = dataclasses.field(default=None, repr=False, compare=False)
+    exits: Mapping[str, frozenset[str]] = dataclasses.field(
         default_factory=dict, repr=False, compare=False
     )
 
@@ -95,8 +103,9 @@ class StableHLOProgram:
         (the id ONNX exports of the same program write, see ``modelprov.join_sources``),
         ``fx_node`` the decomposed node the op was lowered from, ``file``/``line`` the user
         frame its location records. ``Source.metadata`` holds that node's own ``modelprov.*``
-        provenance keys and the user keys that apply to its module (inherited from
-        ancestors), before any merging.
+        provenance keys and the user keys that apply to it, before any merging: as on the
+        ONNX export of the same program, module-scoped keys of its module (inherited from
+        ancestors) and value-scoped keys of the modules whose output it makes.
         """
         record = self.ops[op] if isinstance(op, int) else op
         result: list[Source] = []
@@ -106,17 +115,23 @@ class StableHLOProgram:
             for info in (self.nodes[name], *self.aliases.get(name, ()))
         ]
         for info in infos:
-            metadata = {
-                **provenance_attributes(info),
-                **effective_annotations(self.annotations, info.module_path),
-            }
             for source_id in info.shared_ids():
                 if any(source.id == source_id for source in result):
                     continue  # a node without ops of its own from the same user node
+                metadata = {**provenance_attributes(info), **self._user_keys(info, source_id)}
                 result.append(
                     dataclasses.replace(info, id=source_id, metadata=metadata, source_nodes=())
                 )
         return tuple(result)
+
+    def _user_keys(self, info: Source, source_id: str) -> dict[str, str]:
+        if self.scoping is None:
+            return effective_annotations(self.annotations, info.module_path)
+        exits = self.exits.get(source_id, frozenset())
+        applied = self.scoping.source_keys(
+            info.module_path, leaves=exits.__contains__, made=info.shared_ids()
+        )
+        return {key: item.value for key, item in applied.items()}
 
     def run(self, *args: Any, **kwargs: Any) -> list[np.ndarray[Any, Any]]:
         """Run on XLA (CPU here) with torch tensors or arrays; returns numpy arrays.
