@@ -34,6 +34,8 @@ from modelprov.errors import ExitCode, ModelprovError, UsageError
 if TYPE_CHECKING:
     import onnx_ir as ir
 
+    from modelprov.core.policy import Policies
+
 __all__ = ["COMMANDS", "one_line"]
 
 EXIT_OK = ExitCode.OK
@@ -79,6 +81,7 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
         model = model_from_proto(proto, args.model)
     optimize_pass = OptimizeProvenancePass(
         per_pass=bool(args.report or args.json),
+        policies=args.policies,
         **option_values(args, OptimizeProvenancePass, _OPTIMIZE_SET_BY_COMMAND),
     )
     with _status("optimizing"):
@@ -109,7 +112,7 @@ def _cmd_recover(args: argparse.Namespace) -> int:
 
     with _status("recovering provenance"):
         _, recovery, result = recover_with_working_model(
-            original, optimized, **option_values(args, RecoverOptions)
+            original, optimized, policies=args.policies, **option_values(args, RecoverOptions)
         )
     with _status(f"writing {output}"):
         ir.external_data.set_base_dir(
@@ -156,7 +159,9 @@ def _cmd_functionize(args: argparse.Namespace) -> int:
     return _rewrite_model(
         args,
         "wrapping ops into functions",
-        lambda model: FunctionizePass(**option_values(args, FunctionizePass))(model).model,
+        lambda model: FunctionizePass(
+            policies=args.policies, **option_values(args, FunctionizePass)
+        )(model).model,
     )
 
 
@@ -322,6 +327,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
                 args.onnx,
                 kwargs=kwargs or None,
                 annotations=annotations or None,
+                policies=args.policies,
                 optimize=not args.no_optimize,
                 verbose=args.verbose,
             )
@@ -332,7 +338,11 @@ def _cmd_export(args: argparse.Namespace) -> int:
     if args.stablehlo is not None:
         with _status(f"lowering to StableHLO {args.stablehlo}"):
             program = modelprov.export_stablehlo(
-                model, example, kwargs or None, annotations=annotations or None
+                model,
+                example,
+                kwargs or None,
+                annotations=annotations or None,
+                policies=args.policies,
             )
             program.save(args.stablehlo)
         _progress.summary(
@@ -364,7 +374,12 @@ def _export_quantized(args: argparse.Namespace, batches: list[Any] | None) -> No
 
     with _status(f"quantizing {args.onnx} into {args.quantize}"):
         float_model = load_model(args.onnx, load_weights=True)
-        result = quantize(float_model, calibration_batches=batches, **_quantize_options(args))
+        result = quantize(
+            float_model,
+            calibration_batches=batches,
+            policies=args.policies,
+            **_quantize_options(args),
+        )
         save_model(result, args.quantize)
 
 
@@ -435,7 +450,11 @@ def _cmd_quantize(args: argparse.Namespace) -> int:
         model = model_from_proto(load_model_proto(args.model, load_weights=True), args.model)
     with _status("quantizing with onnxruntime"):
         result = quantize(
-            model, ranges=ranges, calibration_batches=batches, **_quantize_options(args)
+            model,
+            ranges=ranges,
+            calibration_batches=batches,
+            policies=args.policies,
+            **_quantize_options(args),
         )
     with _status(f"writing {output}"):
         save_model(result, output)
@@ -461,6 +480,13 @@ def _cmd_overlay(args: argparse.Namespace) -> int:
         path = write_overlay(args.model, args.output, key=args.key, coverage=args.coverage)
     _progress.summary(f"wrote {path}: Model Explorer node data")
     return EXIT_OK
+
+
+def _policies_file(path: str) -> Policies:
+    """``--policies FILE``: the file's policies (a bad file is a PolicyError naming it)."""
+    from modelprov.core.policy import load_policies
+
+    return load_policies(path)
 
 
 def _positive_int(text: str) -> int:
@@ -540,6 +566,16 @@ _OUTPUT = (
     ),
 )
 
+_POLICIES = argument(
+    "--policies",
+    type=_policies_file,
+    metavar="FILE.json",
+    help="how metadata keys merge: a JSON policies file (format modelprov.policies, "
+    "docs/metadata-format.md) naming built-in policies per key or glob, layered over "
+    "DEFAULT_POLICIES",
+)
+"""The one ``--policies`` flag of every command that merges metadata by policies."""
+
 _QUANTIZE_OPTIONS = (
     argument(
         "--format",
@@ -594,6 +630,7 @@ COMMANDS: tuple[Command, ...] = (
                 help="per-module metadata, JSON {module_path: {key: value}}; overrides "
                 "--calibrate per key",
             ),
+            _POLICIES,
             argument(
                 "--no-optimize",
                 action="store_true",
@@ -621,6 +658,7 @@ COMMANDS: tuple[Command, ...] = (
             argument("model", metavar="MODEL.onnx", help="input .onnx file (not modified)"),
             *_OUTPUT,
             OptionsOf(_optimize_pass, skip=_OPTIMIZE_SET_BY_COMMAND),
+            _POLICIES,
             argument(
                 "--report",
                 action="store_true",
@@ -640,6 +678,7 @@ COMMANDS: tuple[Command, ...] = (
             argument("optimized", metavar="OPTIMIZED.onnx", help="the tool's output"),
             *_OUTPUT,
             OptionsOf(_recover_options),
+            _POLICIES,
             argument(
                 "--report",
                 action="store_true",
@@ -660,6 +699,7 @@ COMMANDS: tuple[Command, ...] = (
             argument("model", metavar="MODEL.onnx", help="input .onnx file"),
             *_OUTPUT,
             OptionsOf(_functionize_pass),
+            _POLICIES,
         ),
         description="modelprov.functionize on a file: works on the graph alone.",
     ),
@@ -770,6 +810,7 @@ COMMANDS: tuple[Command, ...] = (
                 help="ranges by tensor name or module path, JSON {name: [min, max]}; win over "
                 "the model's custom.min/custom.max",
             ),
+            _POLICIES,
             *_QUANTIZE_OPTIONS,
             argument("--json", action="store_true", help="print the table as JSON"),
         ),

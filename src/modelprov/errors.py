@@ -9,7 +9,7 @@ what to do. The command line exits with the class's ``exit_code``:
 | ``InvalidModelError`` | an input file or model is not a readable ONNX model | 2 |
 | ``MetadataError`` | a metadata key or value of an input is malformed | 2 |
 | ``AnnotationError`` | user annotations or calibration inputs are invalid | 2 |
-| ``PolicyError`` | a merge policy failed or rejected a conflict | 2 |
+| ``PolicyError`` | a merge policy failed or rejected a conflict, or a policies file is bad | 2 |
 | ``CorrespondenceError`` | two models that should correspond do not | 2 |
 | ``QuantizationError`` | quantization cannot run as asked | 2 |
 | ``ExportError`` | a torch.onnx.export keyword modelprov.export cannot honour | 2 |
@@ -86,7 +86,8 @@ class MetadataError(ModelprovError, ValueError):
 
 
 class PolicyError(ModelprovError):
-    """A merge policy failed or found a conflict it was told to reject."""
+    """A merge policy failed or found a conflict it was told to reject, or a policies file
+    (``load_policies``, ``--policies``) cannot be read or is invalid."""
 
 
 class CorrespondenceError(ModelprovError, ValueError):

@@ -39,6 +39,7 @@ __all__ = [
     "ONNXSCRIPT_RULE_NAME_KEY",
     "OPTIMIZE_REPORT_FORMAT",
     "OUTPUT_OF_KEY",
+    "POLICIES_FORMAT",
     "QUANTIZED_TENSORS_FORMAT",
     "RANGE_MAX_KEY",
     "RANGE_MIN_KEY",
@@ -155,3 +156,5 @@ DIFF_FORMAT: Final = "modelprov.diff"
 OPTIMIZE_REPORT_FORMAT: Final = "modelprov.optimize-report"
 RECOVER_REPORT_FORMAT: Final = "modelprov.recover-report"
 REPORT_FORMAT: Final = "modelprov.report"
+POLICIES_FORMAT: Final = "modelprov.policies"
+"""The ``format`` of a merge-policies file (``load_policies``, ``--policies FILE.json``)."""

@@ -17,9 +17,10 @@ import dataclasses
 import fnmatch
 import json
 import math
+import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 from modelprov.core import _stack_trace, keys
 from modelprov.errors import PolicyError
@@ -31,13 +32,16 @@ __all__ = [
     "Policy",
     "common_prefix",
     "drop",
+    "dump_policies",
     "error_on_conflict",
     "first",
     "follow_output",
     "from_output",
     "join",
+    "load_policies",
     "max",
     "min",
+    "parse_policies",
     "stack_traces",
     "union",
     "value_scoped",
@@ -70,19 +74,49 @@ class Policy(Protocol):
     def __call__(self, values: Sequence[str], ctx: MergeContext, /) -> str | None: ...
 
 
-@dataclasses.dataclass(frozen=True)
+Spec: TypeAlias = "tuple[str, tuple[tuple[str, str | Spec], ...]]"
+"""A built-in policy as data: its name and its options (``("join", (("sep", ", "),))``)."""
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
 class _Named:
-    """A built-in policy: a named function, optionally value-scoped."""
+    """A built-in policy: a named function, optionally value-scoped.
+
+    ``spec`` says which built-in it is (what a policies file names); two built-ins with the
+    same spec are equal. It is None when the policy wraps a user callable: such a policy is
+    equal only to itself and cannot be written to a file.
+    """
 
     name: str
     function: Callable[[Sequence[str], MergeContext], str | None]
     value_scoped: bool = False
+    spec: Spec | None = None
 
     def __call__(self, values: Sequence[str], ctx: MergeContext, /) -> str | None:
         return self.function(values, ctx)
 
     def __repr__(self) -> str:
         return f"modelprov.core.policy.{self.name}"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, _Named):
+            return NotImplemented
+        if self.spec is None or other.spec is None:
+            return self is other
+        return self.spec == other.spec
+
+    def __hash__(self) -> int:
+        return hash(self.spec) if self.spec is not None else id(self)
+
+
+def _builtin(
+    name: str,
+    function: Callable[[Sequence[str], MergeContext], str | None],
+    *,
+    value_scoped: bool = False,
+) -> _Named:
+    """A built-in policy without options: its spec is its name."""
+    return _Named(name, function, value_scoped, (name, ()))
 
 
 def _distinct(items: Iterable[str]) -> list[str]:
@@ -146,7 +180,7 @@ def _union(values: Sequence[str], ctx: MergeContext) -> str | None:
     return _dump_union(elements)
 
 
-union = _Named("union", _union)
+union = _builtin("union", _union)
 """All distinct values, sorted; one value stays as it is, several become a JSON array.
 
 Values that are JSON arrays of strings count as their elements, so merging merged values
@@ -173,7 +207,7 @@ def join(sep: str = "\n") -> Policy:
             seen.update(own)
         return sep.join(pieces) if pieces else None
 
-    return _Named(f"join({sep!r})", _join)
+    return _Named(f"join({sep!r})", _join, spec=("join", (("sep", sep),)))
 
 
 def _join_pieces(value: str, sep: str) -> list[str]:
@@ -238,7 +272,7 @@ def _shared_prefix(sequences: Sequence[Sequence[str]]) -> list[str]:
     return prefix
 
 
-common_prefix = _Named("common_prefix", _common_prefix)
+common_prefix = _builtin("common_prefix", _common_prefix)
 """The longest common stem, cut at whole segments.
 
 Python or JSON lists of strings (``name_scopes``, ``class_hierarchy``) are cut element-wise
@@ -247,7 +281,7 @@ segments; other values (module paths) at ``.`` segments. Associative and idempot
 """
 
 
-stack_traces = _Named(
+stack_traces = _builtin(
     "stack_traces",
     lambda values, ctx: _stack_trace.format_merged_traces(values) or None,
 )
@@ -292,10 +326,10 @@ def _max(values: Sequence[str], ctx: MergeContext) -> str | None:
     return builtins.max(numbers, key=lambda item: item[0])[1] if numbers else None
 
 
-min = _Named("min", _min)
+min = _builtin("min", _min)
 """The smallest number, written exactly as the source wrote it."""
 
-max = _Named("max", _max)
+max = _builtin("max", _max)
 """The largest number, written exactly as the source wrote it."""
 
 
@@ -304,7 +338,7 @@ def _from_output(values: Sequence[str], ctx: MergeContext) -> str | None:
     return chosen[-1] if chosen else None
 
 
-from_output = _Named("from_output", _from_output, value_scoped=True)
+from_output = _builtin("from_output", _from_output, value_scoped=True)
 """The value of the source whose output the node produces (value-scoped data).
 
 When several sources' outputs meet on one node (an eliminated Identity, a merged
@@ -319,7 +353,7 @@ def _follow_output(values: Sequence[str], ctx: MergeContext) -> str | None:
     return values[-1] if values else None
 
 
-follow_output = _Named("follow_output", _follow_output)
+follow_output = _builtin("follow_output", _follow_output)
 """The value of the source producing the node's output; without one, of the last source.
 
 For layout keys (``namespace``): a node that absorbed shared code (a mask, a constant)
@@ -327,10 +361,10 @@ stays where its output is computed, e.g. in its layer; sources are in export ord
 last one is the most downstream. The merged values remain in the node's sources.
 """
 
-first = _Named("first", lambda values, ctx: values[0] if values else None)
+first = _builtin("first", lambda values, ctx: values[0] if values else None)
 """The first value in source order."""
 
-drop = _Named("drop", lambda values, ctx: None)
+drop = _builtin("drop", lambda values, ctx: None)
 """Drops the key from merged nodes."""
 
 
@@ -345,7 +379,7 @@ def _error_on_conflict(values: Sequence[str], ctx: MergeContext) -> str | None:
     return distinct[0] if distinct else None
 
 
-error_on_conflict = _Named("error_on_conflict", _error_on_conflict)
+error_on_conflict = _builtin("error_on_conflict", _error_on_conflict)
 """The one value all sources agree on; raises PolicyError when they differ."""
 
 
@@ -372,7 +406,9 @@ def value_scoped(policy: Policy) -> Policy:
         narrowed = dataclasses.replace(ctx, from_output=outputs, source_ids=sources)
         return policy([value for value, _ in pairs], narrowed)
 
-    return _Named(f"value_scoped({name})", _scoped, value_scoped=True)
+    inner = policy.spec if isinstance(policy, _Named) else None
+    spec: Spec | None = ("value_scoped", (("of", inner),)) if inner is not None else None
+    return _Named(f"value_scoped({name})", _scoped, value_scoped=True, spec=spec)
 
 
 def _specificity(pattern: str) -> int:
@@ -495,3 +531,31 @@ The statistics :func:`modelprov.calibrate` writes (``custom.min``, ``custom.max`
 ``custom.outputN.*``) are value-scoped: a fused node's range is the range of the tensor it
 produces. Every other key falls back to ``union`` (lossless, module-scoped).
 """
+
+
+def load_policies(path: str | os.PathLike[str]) -> Policies:
+    """The policies a JSON policies file declares (docs/metadata-format.md, "Merge policies
+    file"): built-in policies by name, layered over :data:`DEFAULT_POLICIES` unless the file
+    says ``"base": "none"``. Never evaluates code; a bad file raises PolicyError naming the
+    file, the key and what to do."""
+    from modelprov.core import _policy_file
+
+    return _policy_file.load_policies(path)
+
+
+def parse_policies(
+    document: str | bytes | Mapping[str, Any], *, where: str = "<policies>"
+) -> Policies:
+    """:func:`load_policies` for a document already in memory (JSON text, bytes or the
+    decoded object); ``where`` names it in error messages."""
+    from modelprov.core import _policy_file
+
+    return _policy_file.parse_policies(document, where=where)
+
+
+def dump_policies(policies: Policies) -> str:
+    """``policies`` as a policies file (JSON text) that :func:`load_policies` reads back
+    equal; only built-in policies can be written (PolicyError names a key that is not)."""
+    from modelprov.core import _policy_file
+
+    return _policy_file.dump_policies(policies)

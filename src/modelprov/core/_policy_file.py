@@ -1,0 +1,286 @@
+"""Merge policies as a JSON file: parsing (never evaluated as code) and writing.
+
+The format (``format`` ``modelprov.policies``, version 1) is documented in
+docs/metadata-format.md. A file names built-in policies only; its ``keys`` are layered over
+:data:`~modelprov.core.policy.DEFAULT_POLICIES` unless it says ``"base": "none"``. Every
+problem is a :class:`~modelprov.errors.PolicyError` naming the file, the key and what to do.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from modelprov.core import policy as _policy
+from modelprov.core.keys import POLICIES_FORMAT, RESERVED_PREFIX
+from modelprov.core.policy import DEFAULT_POLICIES, Policies, Policy
+from modelprov.errors import PolicyError
+
+__all__ = ["MAX_POLICIES_BYTES", "POLICIES_VERSION", "dump_policies", "load_policies", "parse_policies"]
+
+POLICIES_VERSION = 1
+"""The version of the policies file format this module reads and writes."""
+
+MAX_POLICIES_BYTES = 1 << 20
+"""Largest policies file read (1 MiB): a policies file names keys, it holds no data."""
+
+_BASES = {"defaults": DEFAULT_POLICIES, "none": Policies()}
+"""What a file's ``keys`` are layered over (``base``)."""
+
+_FIELDS = ("format", "version", "base", "default", "keys", "comment")
+
+_PLAIN: dict[str, Policy] = {
+    name: getattr(_policy, name)
+    for name in (
+        "union",
+        "first",
+        "drop",
+        "min",
+        "max",
+        "common_prefix",
+        "stack_traces",
+        "from_output",
+        "follow_output",
+        "error_on_conflict",
+    )
+}
+"""The built-in policies without options, by the name a file gives them."""
+
+_OPTIONS: dict[str, tuple[str, ...]] = {"join": ("sep",), "value_scoped": ("of",)}
+"""The built-in policies with options, and the fields of their object form."""
+
+_NAMES = ", ".join([*_PLAIN, "join", "value_scoped"])
+
+
+def load_policies(path: str | os.PathLike[str]) -> Policies:
+    """The policies of the JSON file at ``path`` (at most :data:`MAX_POLICIES_BYTES`)."""
+    where = os.fspath(path)
+    try:
+        with open(where, "rb") as stream:
+            data = stream.read(MAX_POLICIES_BYTES + 1)
+    except OSError as error:
+        raise PolicyError(
+            f"{where}: cannot read the policies file ({error.strerror or error}); "
+            "give an existing JSON file"
+        ) from None
+    if len(data) > MAX_POLICIES_BYTES:
+        raise PolicyError(
+            f"{where}: a policies file may hold at most {MAX_POLICIES_BYTES} bytes; this one "
+            "is larger (it should name keys and policies only)"
+        )
+    return parse_policies(data, where=where)
+
+
+def parse_policies(document: str | bytes | Mapping[str, Any], *, where: str = "<policies>") -> Policies:
+    """The policies of a policies document: JSON text or bytes, or the decoded object.
+
+    ``where`` names the document in error messages (a file name).
+    """
+    if isinstance(document, str | bytes):
+        document = _decode(document, where)
+    if not isinstance(document, Mapping):
+        raise PolicyError(
+            f"{where}: a policies file is a JSON object "
+            f'{{"format": "{POLICIES_FORMAT}", "version": {POLICIES_VERSION}, "keys": {{...}}}}, '
+            f"not a {_json_type(document)}"
+        )
+    unknown = [field for field in document if field not in _FIELDS]
+    if unknown:
+        raise PolicyError(
+            f"{where}: unknown field {unknown[0]!r}; a policies file has the fields "
+            f"{', '.join(_FIELDS)}"
+        )
+    _check_header(document, where)
+    if not isinstance(document.get("comment", ""), str):
+        raise PolicyError(f'{where}: "comment" must be a string')
+    base_name = document.get("base", "defaults")
+    if base_name not in _BASES:
+        raise PolicyError(
+            f"{where}: base {base_name!r} is not 'defaults' (layer the keys over "
+            "DEFAULT_POLICIES, the default) or 'none' (only the keys of this file)"
+        )
+    base = _BASES[base_name]
+    default = base.default
+    if "default" in document:
+        default = _parse_policy(document["default"], f"{where}: default")
+    keys = document.get("keys", {})
+    if not isinstance(keys, Mapping):
+        raise PolicyError(
+            f'{where}: "keys" is a JSON object {{key or glob: policy}}, not a {_json_type(keys)}'
+        )
+    entries: dict[str, Policy] = {}
+    for key, spec in keys.items():
+        if not isinstance(key, str) or not key or key.startswith(RESERVED_PREFIX):
+            raise PolicyError(
+                f"{where}: key {key!r}: give a metadata key or glob (e.g. custom.max, pkg.*); "
+                f"modelprov's own keys ({RESERVED_PREFIX}*) are not merged by policies"
+            )
+        entries[key] = _parse_policy(spec, f"{where}: key {key!r}")
+    return Policies({**base, **entries}, default=default)
+
+
+def dump_policies(policies: Policies) -> str:
+    """``policies`` as a policies file (JSON text) that :func:`parse_policies` reads back equal.
+
+    Policies made from DEFAULT_POLICIES (``DEFAULT_POLICIES | {...}``) are written as the
+    keys that differ from it; others in full (``"base": "none"``). Raises PolicyError naming
+    the key of a policy that is not a built-in (a Python callable cannot be written).
+    """
+    changed = {
+        key: value
+        for key, value in policies.items()
+        if key not in DEFAULT_POLICIES or DEFAULT_POLICIES[key] != value
+    }
+    layered = {**DEFAULT_POLICIES, **changed}
+    if list(layered.items()) == list(policies.items()):
+        base, written = "defaults", changed
+    else:
+        base, written = "none", dict(policies)
+    document = {
+        "format": POLICIES_FORMAT,
+        "version": POLICIES_VERSION,
+        "base": base,
+        "default": _dump_policy(policies.default, "the default policy"),
+        "keys": {key: _dump_policy(value, f"key {key!r}") for key, value in written.items()},
+    }
+    return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+
+
+def _decode(document: str | bytes, where: str) -> Any:
+    if isinstance(document, bytes):
+        try:
+            document = document.decode("utf-8-sig")
+        except UnicodeDecodeError as error:
+            raise PolicyError(
+                f"{where}: not UTF-8 text (byte {error.start}); save the policies file as UTF-8"
+            ) from None
+    try:
+        return json.loads(
+            document, object_pairs_hook=_unique_object(where), parse_constant=_no_constant(where)
+        )
+    except RecursionError:
+        raise PolicyError(f"{where}: JSON nested too deeply for a policies file") from None
+    except ValueError as error:
+        if isinstance(error, PolicyError):
+            raise
+        raise PolicyError(f"{where}: not valid JSON ({error}); fix the file") from None
+
+
+def _unique_object(where: str) -> Callable[[list[tuple[str, Any]]], dict[str, Any]]:
+    def build(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        result: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in result:
+                raise PolicyError(
+                    f"{where}: key {key!r} is given twice in one object; keep one of them"
+                )
+            result[key] = value
+        return result
+
+    return build
+
+
+def _no_constant(where: str) -> Callable[[str], Any]:
+    def refuse(name: str) -> Any:
+        raise PolicyError(f"{where}: {name} is not JSON; a policies file holds no numbers")
+
+    return refuse
+
+
+def _check_header(document: Mapping[str, Any], where: str) -> None:
+    found = document.get("format")
+    if found != POLICIES_FORMAT:
+        raise PolicyError(
+            f'{where}: "format" is {found!r}, not {POLICIES_FORMAT!r}; '
+            f'start the file with {{"format": "{POLICIES_FORMAT}", "version": {POLICIES_VERSION}'
+        )
+    version = document.get("version")
+    if type(version) is not int:
+        raise PolicyError(
+            f'{where}: "version" is {version!r}; give the number {POLICIES_VERSION}'
+        )
+    if version != POLICIES_VERSION:
+        newer = " (written by a newer modelprov?)" if version > POLICIES_VERSION else ""
+        raise PolicyError(
+            f"{where}: version {version} of the policies format is not supported{newer}; "
+            f"this modelprov reads version {POLICIES_VERSION}"
+        )
+
+
+def _parse_policy(spec: Any, where: str, *, inside: str | None = None) -> Policy:
+    """One policy: a built-in's name, or an object ``{"policy": name, option: value}``."""
+    if isinstance(spec, str):
+        name, options = spec, {}
+    elif isinstance(spec, Mapping):
+        name = spec.get("policy")
+        if not isinstance(name, str):
+            raise PolicyError(
+                f'{where}: a policy object needs "policy": NAME (one of {_NAMES}), '
+                f"got {_json_type(name) if name is not None else 'none'}"
+            )
+        options = {field: value for field, value in spec.items() if field != "policy"}
+    else:
+        raise PolicyError(
+            f'{where}: a policy is a name (one of {_NAMES}) or an object {{"policy": NAME, ...}}, '
+            f"not a {_json_type(spec)}"
+        )
+    allowed = _OPTIONS.get(name, ())
+    if name not in _PLAIN and name not in _OPTIONS:
+        raise PolicyError(f"{where}: unknown policy {name!r}; use one of {_NAMES}")
+    for field in options:
+        if field not in allowed:
+            takes = f"its options are {', '.join(allowed)}" if allowed else "it takes no options"
+            raise PolicyError(f"{where}: policy {name!r} has no option {field!r}; {takes}")
+    if name == "join":
+        sep = options.get("sep", "\n")
+        if not isinstance(sep, str) or not sep:
+            raise PolicyError(
+                f'{where}: join\'s "sep" must be a non-empty string (e.g. "; "), '
+                f"not {sep!r}"[:300]
+            )
+        return _policy.join(sep)
+    if name == "value_scoped":
+        if inside is not None:
+            raise PolicyError(
+                f"{where}: value_scoped inside {inside}: a policy is value-scoped once; "
+                "remove the inner value_scoped"
+            )
+        if "of" not in options:
+            raise PolicyError(
+                f'{where}: value_scoped needs "of": the policy it scopes, e.g. '
+                '{"policy": "value_scoped", "of": "max"}'
+            )
+        return _policy.value_scoped(_parse_policy(options["of"], where, inside="value_scoped"))
+    return _PLAIN[name]
+
+
+def _dump_policy(value: Policy, what: str) -> str | dict[str, Any]:
+    spec = getattr(value, "spec", None)
+    if spec is None:
+        raise PolicyError(
+            f"{what}: {value!r} is not a built-in policy and cannot be written to a policies "
+            "file; give the key a built-in policy (modelprov.policy.*) or keep it in Python"
+        )
+    return _spec_json(spec)
+
+
+def _spec_json(spec: _policy.Spec) -> str | dict[str, Any]:
+    name, options = spec
+    if not options:
+        return name
+    return {
+        "policy": name,
+        **{
+            field: value if isinstance(value, str) else _spec_json(value)
+            for field, value in options
+        },
+    }
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    kinds = {dict: "object", list: "array", str: "string", int: "number", float: "number"}
+    return next((kind for cls, kind in kinds.items() if isinstance(value, cls)), "null")
