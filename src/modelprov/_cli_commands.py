@@ -155,13 +155,12 @@ def _rewrite_model(
 def _cmd_functionize(args: argparse.Namespace) -> int:
     from modelprov.onnx._functionize import FunctionizePass
 
+    functionize_pass = FunctionizePass(
+        policies=args.policies, **option_values(args, FunctionizePass)
+    )
     # The loaded model is ours: the pass changes it in place (no copy).
     return _rewrite_model(
-        args,
-        "wrapping ops into functions",
-        lambda model: FunctionizePass(
-            policies=args.policies, **option_values(args, FunctionizePass)
-        )(model).model,
+        args, "wrapping ops into functions", lambda model: functionize_pass(model).model
     )
 
 

@@ -319,3 +319,69 @@ def test_export_bad_inputs(tmp_path, name) -> None:  # type: ignore[no-untyped-d
     assert len(lines) == 1 and lines[0].startswith("modelprov: error: "), stderr
     assert list((tmp_path / "out").iterdir()) == []
     assert _state(tmp_path) == before
+
+
+# --- policies files: every command that merges refuses a bad one in one line ----------------
+
+POLICIES_CASES: dict[str, bytes] = {
+    "not_json": b'{"format": "modelprov.policies", "version": 1,',
+    "wrong_format": b'{"format": "modelprov.sources", "version": 1, "keys": {}}',
+    "newer_version": b'{"format": "modelprov.policies", "version": 2, "keys": {}}',
+    "unknown_policy": b'{"format": "modelprov.policies", "version": 1, "keys": {"k": "eval"}}',
+    "code_as_policy": (
+        b'{"format": "modelprov.policies", "version": 1, '
+        b'"keys": {"k": "__import__(\'os\').system(\'true\')"}}'
+    ),
+    "sep_not_text": (
+        b'{"format": "modelprov.policies", "version": 1, '
+        b'"keys": {"k": {"policy": "join", "sep": 5}}}'
+    ),
+    "unknown_field": b'{"format": "modelprov.policies", "version": 1, "policy": {}}',
+    "huge": b'{"format": "modelprov.policies", "version": 1, "comment": "'
+    + b"x" * (1 << 20)
+    + b'"}',
+    "bad_utf8": b'{"format": "modelprov.policies", "version": 1, "keys": {"\xff": "max"}}',
+    "missing": b"",
+}
+"""Bad policies files (``missing``: no file at all)."""
+
+_MERGING: dict[str, list[str]] = {
+    "export": ["export", "tests._factories:double_transpose", "--onnx", "{o}"],
+    "optimize": ["optimize", "{g}", "-o", "{o}"],
+    "recover": ["recover", "{p}", "{g}", "-o", "{o}"],
+    "functionize": ["functionize", "{g}", "-o", "{o}"],
+    "quantize": ["quantize", "{g}", "-o", "{o}"],
+}
+"""Every command that merges by policies, with the good models of the corpus."""
+
+
+@pytest.mark.parametrize("name", list(POLICIES_CASES))
+def test_bad_policies_files(corpus, tmp_path, name) -> None:  # type: ignore[no-untyped-def]
+    folder, _ = corpus
+    policies = tmp_path / f"{name}.json"
+    if name != "missing":
+        policies.write_bytes(POLICIES_CASES[name])
+    (tmp_path / "out").mkdir()
+    before, models = _state(tmp_path), _state(folder)
+    root = Path(__file__).resolve().parents[2]
+    for command, argv in _MERGING.items():
+        args = [
+            a.replace("{o}", str(tmp_path / "out" / "m.onnx"))
+            .replace("{g}", str(folder / GOOD))
+            .replace("{p}", str(folder / PLAIN))
+            for a in argv
+        ]
+        cwd = os.getcwd()
+        os.chdir(root)
+        try:
+            with _captured() as captured:
+                code = main([*args, "--policies", str(policies)])
+        finally:
+            os.chdir(cwd)
+        stderr = captured["err"].decode("utf-8", "replace")
+        assert code == 2, (command, stderr)
+        lines = stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("modelprov: error: "), (command, stderr)
+        assert str(policies) in lines[0], (command, stderr)
+        assert list((tmp_path / "out").iterdir()) == []
+    assert _state(tmp_path) == before and _state(folder) == models

@@ -18,7 +18,13 @@ from modelprov.core.keys import POLICIES_FORMAT, RESERVED_PREFIX
 from modelprov.core.policy import DEFAULT_POLICIES, Policies, Policy
 from modelprov.errors import PolicyError
 
-__all__ = ["MAX_POLICIES_BYTES", "POLICIES_VERSION", "dump_policies", "load_policies", "parse_policies"]
+__all__ = [
+    "MAX_POLICIES_BYTES",
+    "POLICIES_VERSION",
+    "dump_policies",
+    "load_policies",
+    "parse_policies",
+]
 
 POLICIES_VERSION = 1
 """The version of the policies file format this module reads and writes."""
@@ -73,7 +79,9 @@ def load_policies(path: str | os.PathLike[str]) -> Policies:
     return parse_policies(data, where=where)
 
 
-def parse_policies(document: str | bytes | Mapping[str, Any], *, where: str = "<policies>") -> Policies:
+def parse_policies(
+    document: str | bytes | Mapping[str, Any], *, where: str = "<policies>"
+) -> Policies:
     """The policies of a policies document: JSON text or bytes, or the decoded object.
 
     ``where`` names the document in error messages (a file name).
@@ -198,9 +206,7 @@ def _check_header(document: Mapping[str, Any], where: str) -> None:
         )
     version = document.get("version")
     if type(version) is not int:
-        raise PolicyError(
-            f'{where}: "version" is {version!r}; give the number {POLICIES_VERSION}'
-        )
+        raise PolicyError(f'{where}: "version" is {version!r}; give the number {POLICIES_VERSION}')
     if version != POLICIES_VERSION:
         newer = " (written by a newer modelprov?)" if version > POLICIES_VERSION else ""
         raise PolicyError(
@@ -211,15 +217,17 @@ def _check_header(document: Mapping[str, Any], where: str) -> None:
 
 def _parse_policy(spec: Any, where: str, *, inside: str | None = None) -> Policy:
     """One policy: a built-in's name, or an object ``{"policy": name, option: value}``."""
+    options: dict[str, Any] = {}
     if isinstance(spec, str):
-        name, options = spec, {}
+        name = spec
     elif isinstance(spec, Mapping):
-        name = spec.get("policy")
-        if not isinstance(name, str):
+        given = spec.get("policy")
+        if not isinstance(given, str):
             raise PolicyError(
                 f'{where}: a policy object needs "policy": NAME (one of {_NAMES}), '
-                f"got {_json_type(name) if name is not None else 'none'}"
+                f"got {_json_type(given) if given is not None else 'none'}"
             )
+        name = given
         options = {field: value for field, value in spec.items() if field != "policy"}
     else:
         raise PolicyError(
@@ -237,8 +245,7 @@ def _parse_policy(spec: Any, where: str, *, inside: str | None = None) -> Policy
         sep = options.get("sep", "\n")
         if not isinstance(sep, str) or not sep:
             raise PolicyError(
-                f'{where}: join\'s "sep" must be a non-empty string (e.g. "; "), '
-                f"not {sep!r}"[:300]
+                f'{where}: join\'s "sep" must be a non-empty string (e.g. "; "), not {sep!r}'[:300]
             )
         return _policy.join(sep)
     if name == "value_scoped":
