@@ -267,3 +267,24 @@ def test_every_command_that_merges_takes_the_one_policies_flag() -> None:
         ]
         assert flags == ([_POLICIES] if command.name in merging else []), command.name
     assert merging == {"export", "optimize", "recover", "functionize", "quantize"}
+
+
+def test_export_stablehlo_scopes_keys_as_the_file_says(tmp_path: pathlib.Path) -> None:
+    """custom.max is value-scoped by default (only ops making a module's output carry it);
+    a file giving it ``max`` makes it module-scoped (every op of the module carries it)."""
+    pytest.importorskip("jax")
+    from modelprov import _examples
+
+    module_scoped = {"format": POLICIES_FORMAT, "version": 1, "keys": {"custom.max": "max"}}
+    rules = load_policies(_write(tmp_path, "module.json", module_scoped))
+    model, args = _examples.transformer_encoder()
+    ranges = {"layers.0": {"custom.max": "3"}, "layers.1": {"custom.max": "5"}}
+    by_default = modelprov.export_stablehlo(model, args, annotations=ranges)
+    by_file = modelprov.export_stablehlo(model, args, annotations=ranges, policies=rules)
+    carrying = [
+        [op.attributes.get("custom.max") for op in program.ops if "custom.max" in op.attributes]
+        for program in (by_default, by_file)
+    ]
+    assert sorted(carrying[0]) == ["3", "5"]  # the two layers' outputs
+    assert len(carrying[1]) > 50 and set(carrying[1]) == {"3", "5"}
+    assert len(by_file.ops) == len(by_default.ops)

@@ -12,7 +12,8 @@ Deriving a flag from a field (``option_arguments``):
 - ``bool``: ``store_true`` when the default is False, else ``--x/--no-x``
   (``argparse.BooleanOptionalAction``);
 - ``Literal["a", "b"]``: ``choices``; ``int``, ``float``, ``str`` (or ``X | None``): ``type``;
-- anything else (policies, rewrite rules, trace options) stays Python-only;
+- anything else (rewrite rules, trace options) stays Python-only; ``policies`` is the
+  ``--policies FILE.json`` argument every merging command lists (``_cli_commands``);
 - ``field(metadata={"help": ...})`` gives the help (required for a flag), ``"metavar"``
   optionally its metavar, ``"cli": False`` keeps a field off the command line.
 """

@@ -15,7 +15,7 @@ from typing import Any
 
 from modelprov.core import policy as _policy
 from modelprov.core.keys import POLICIES_FORMAT, RESERVED_PREFIX
-from modelprov.core.policy import DEFAULT_POLICIES, Policies, Policy
+from modelprov.core.policy import DEFAULT_POLICIES, Policies, Policy, _Spec
 from modelprov.errors import PolicyError
 
 __all__ = [
@@ -273,7 +273,7 @@ def _dump_policy(value: Policy, what: str) -> str | dict[str, Any]:
     return _spec_json(spec)
 
 
-def _spec_json(spec: _policy.Spec) -> str | dict[str, Any]:
+def _spec_json(spec: _Spec) -> str | dict[str, Any]:
     name, options = spec
     if not options:
         return name

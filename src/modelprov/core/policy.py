@@ -74,7 +74,7 @@ class Policy(Protocol):
     def __call__(self, values: Sequence[str], ctx: MergeContext, /) -> str | None: ...
 
 
-Spec: TypeAlias = "tuple[str, tuple[tuple[str, str | Spec], ...]]"
+_Spec: TypeAlias = "tuple[str, tuple[tuple[str, str | _Spec], ...]]"
 """A built-in policy as data: its name and its options (``("join", (("sep", ", "),))``)."""
 
 
@@ -90,7 +90,7 @@ class _Named:
     name: str
     function: Callable[[Sequence[str], MergeContext], str | None]
     value_scoped: bool = False
-    spec: Spec | None = None
+    spec: _Spec | None = None
 
     def __call__(self, values: Sequence[str], ctx: MergeContext, /) -> str | None:
         return self.function(values, ctx)
@@ -407,7 +407,7 @@ def value_scoped(policy: Policy) -> Policy:
         return policy([value for value, _ in pairs], narrowed)
 
     inner = policy.spec if isinstance(policy, _Named) else None
-    spec: Spec | None = ("value_scoped", (("of", inner),)) if inner is not None else None
+    spec: _Spec | None = ("value_scoped", (("of", inner),)) if inner is not None else None
     return _Named(f"value_scoped({name})", _scoped, value_scoped=True, spec=spec)
 
 
