@@ -15,10 +15,16 @@ import pytest
 
 import modelprov
 from modelprov.core import policy
-from modelprov.core.keys import FX_NODE_KEY, MODULE_DOMAIN, NAMESPACE_KEY, POLICIES_FORMAT
+from modelprov.core.keys import (
+    FX_NODE_KEY,
+    MODULE_DOMAIN,
+    NAMESPACE_KEY,
+    POLICIES_FORMAT,
+    STACK_TRACE_KEY,
+)
 from modelprov.policy import load_policies
 from tests._checks import run
-from tests._cli import cli_many
+from tests._cli import cli, cli_many
 from tests.conftest import example_inputs, fresh_export
 
 TEAM_RULES = {
@@ -84,7 +90,7 @@ def test_optimize_merges_user_keys_as_the_file_says(tmp_path: pathlib.Path) -> N
     assert file_node.metadata_props["custom.note"] == "a; b"
     assert "team" not in file_node.metadata_props
     # Keys the file does not name keep their default policy; the sources keep every value.
-    for key in (FX_NODE_KEY, NAMESPACE_KEY, "pkg.torch.onnx.stack_trace"):
+    for key in (FX_NODE_KEY, NAMESPACE_KEY, STACK_TRACE_KEY):
         assert file_node.metadata_props[key] == default_node.metadata_props[key]
     assert [s.metadata["team"] for s in modelprov.sources(by_file, file_node)] == ["x", "y"]
     inputs = [t.numpy() for t in example_inputs("double_transpose")]
@@ -132,8 +138,8 @@ def test_export_takes_policies_from_a_file(tmp_path: pathlib.Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def ran(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """Every merging command run with a policies file (and the same without one), at once."""
+def ran(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """Every merging command run with a policies file; the outputs by name."""
     folder = tmp_path_factory.mktemp("policies")
     team = _write(folder, "team.json", TEAM_RULES)
     first = _write(folder, "first.json", FIRST_FX_NODE)
@@ -144,61 +150,36 @@ def ran(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         node.metadata_props.clear()
     onnx.save(ir.to_proto(stripped), folder / "stripped.onnx")
     onnx.save(ir.to_proto(fresh_export("cnn")), folder / "cnn.onnx")
-    out = {name: str(folder / f"{name}.onnx") for name in ("opt", "opt_default", "rec", "fn")}
-    out.update(export=str(folder / "dt.onnx"), mlp=str(folder / "mlp.onnx"))
-    out["mlp_quant"] = str(folder / "mlp.quant.onnx")
+    out = {name: str(folder / f"{name}.onnx") for name in ("opt", "rec", "fn", "dt", "quant")}
+    out["dt_quant"] = str(folder / "dt.quant.onnx")
     runs = {
         "optimize": ["optimize", str(annotated), "-o", out["opt"], "--policies", team],
-        "optimize default": ["optimize", str(annotated), "-o", out["opt_default"]],
         "recover": [
-            "recover",
-            str(annotated),
-            str(folder / "stripped.onnx"),
-            "-o",
-            out["rec"],
-            "--policies",
-            team,
+            *("recover", str(annotated), str(folder / "stripped.onnx")),
+            *("-o", out["rec"], "--policies", team),
         ],
         "functionize": [
-            "functionize",
-            str(folder / "cnn.onnx"),
-            "-o",
-            out["fn"],
-            "--level",
-            "module",
-            "--policies",
-            first,
+            *("functionize", str(folder / "cnn.onnx"), "-o", out["fn"]),
+            *("--level", "module", "--policies", first),
         ],
-        "export": [
-            "export",
-            "tests._factories:double_transpose",
-            "--onnx",
-            out["export"],
-            "--policies",
-            first,
-        ],
-        "export quantize": [
-            "export",
-            "tests._factories:mlp",
-            "--onnx",
-            out["mlp"],
-            "--calibrate",
-            "2",
-            "--quantize",
-            out["mlp_quant"],
-            "--policies",
-            first,
+        "export --quantize": [
+            *("export", "tests._factories:double_transpose", "--onnx", out["dt"]),
+            *("--calibrate", "2", "--quantize", "--policies", first),
         ],
     }
     results = dict(zip(runs, cli_many(list(runs.values())), strict=True))
+    ranges = _write(folder, "ranges.json", {"k": [-6.0, 6.0]})  # the graph input's range
+    results["quantize"] = cli(
+        "quantize", out["dt"], "-o", out["quant"], "--ranges", ranges, "--policies", first
+    )
     for name, result in results.items():
         assert result.returncode == 0, (name, result.stderr)
     return out
 
 
-def test_cli_optimize_follows_the_file(ran: dict[str, Any]) -> None:
+def test_cli_optimize_follows_the_file(ran: dict[str, str]) -> None:
     ((node,),) = [_transposes(ir.load(ran["opt"]))]
-    ((default_node,),) = [_transposes(ir.load(ran["opt_default"]))]
+    ((default_node,),) = [_transposes(modelprov.optimize(_annotated()))]
     assert node.metadata_props["custom.max"] == "9"
     assert node.metadata_props["custom.note"] == "a; b"
     assert "team" not in node.metadata_props
@@ -206,7 +187,7 @@ def test_cli_optimize_follows_the_file(ran: dict[str, Any]) -> None:
     assert "team" in default_node.metadata_props
 
 
-def test_cli_recover_follows_the_file(ran: dict[str, Any]) -> None:
+def test_cli_recover_follows_the_file(ran: dict[str, str]) -> None:
     recovered = ir.load(ran["rec"])
     ((node,),) = [_transposes(recovered)]
     assert len(modelprov.sources(recovered, node)) == 2
@@ -224,21 +205,21 @@ def _check_first_fx_node(model: ir.Model, at_least: int) -> None:
         assert "\n" not in fx_nodes[0]
 
 
-def test_cli_functionize_calls_follow_the_file(ran: dict[str, Any]) -> None:
+def test_cli_functionize_calls_follow_the_file(ran: dict[str, str]) -> None:
     functionized = ir.load(ran["fn"])
     calls = [node for node in functionized.graph if node.domain == MODULE_DOMAIN]
     assert len(calls) >= 2
     _check_first_fx_node(functionized, at_least=2)
 
 
-def test_cli_export_follows_the_file(ran: dict[str, Any]) -> None:
-    _check_first_fx_node(ir.load(ran["export"]), at_least=1)
-
-
-def test_cli_export_quantize_follows_the_file(ran: dict[str, Any]) -> None:
-    quantized = ir.load(ran["mlp_quant"])
-    assert any(node.op_type == "QuantizeLinear" for node in quantized.graph)
-    _check_first_fx_node(quantized, at_least=1)
+@pytest.mark.parametrize("output", ["dt", "dt_quant", "quant"])
+def test_cli_export_and_quantize_follow_the_file(ran: dict[str, str], output: str) -> None:
+    """export, export --quantize and quantize: merged nodes (Q/DQ nodes included) carry the
+    first FX node only (by default all of them, one per line)."""
+    model = ir.load(ran[output])
+    quantized = any(node.op_type == "QuantizeLinear" for node in model.graph)
+    assert quantized == (output != "dt")
+    _check_first_fx_node(model, at_least=2)
 
 
 def test_every_command_that_merges_takes_the_one_policies_flag() -> None:
