@@ -289,5 +289,9 @@ def _spec_json(spec: _Spec) -> str | dict[str, Any]:
 def _json_type(value: Any) -> str:
     if isinstance(value, bool):
         return "boolean"
-    kinds = {dict: "object", list: "array", str: "string", int: "number", float: "number"}
-    return next((kind for cls, kind in kinds.items() if isinstance(value, cls)), "null")
+    if value is None:
+        return "null"
+    kinds = {Mapping: "object", list: "array", str: "string", int: "number", float: "number"}
+    return next(
+        (kind for cls, kind in kinds.items() if isinstance(value, cls)), type(value).__name__
+    )

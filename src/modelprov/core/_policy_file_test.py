@@ -253,3 +253,10 @@ def test_a_missing_file_names_itself(tmp_path: pathlib.Path) -> None:
 def test_text_is_named_by_where() -> None:
     with pytest.raises(PolicyError, match=r"^--policies: unknown field"):
         parse_policies(_file({}, extra=1), where="--policies")
+
+
+def test_a_decoded_document_with_python_values_is_refused() -> None:
+    with pytest.raises(PolicyError, match="not a function"):
+        parse_policies(_file({"k": lambda values, ctx: None}))
+    with pytest.raises(PolicyError, match="not a null"):
+        parse_policies(_file({"k": None}))

@@ -6,7 +6,8 @@ sources first appear in the unoptimized export); ``ctx`` says which of them come
 sources whose outputs the node produces. Returning ``None`` drops the key.
 
 Policies are values: pass a :class:`Policies` to every function that merges. There is no
-module-level switch and no global registry.
+module-level switch and no global registry. Built-in policies can also be declared in a JSON
+file (:func:`load_policies`, :func:`dump_policies`; the command line's ``--policies``).
 """
 
 from __future__ import annotations
