@@ -23,7 +23,6 @@ from modelprov.keys import (
     ATEN_DOMAIN,
     CONSTANT_OF_KEY,
     INLINE_KEY,
-    INLINE_OUTPUTS_META,
     MODULE_DOMAIN,
 )
 from modelprov.onnx._call_provenance import rewrite_table
@@ -135,7 +134,7 @@ class InlinePass(ir.passes.InPlacePass):
         while pending:
             call = pending.popleft()
             identifier = call.op_identifier()
-            new_nodes = _expand(
+            new_nodes, new_outputs = _expand(
                 call,
                 functions[identifier],
                 names,
@@ -144,7 +143,7 @@ class InlinePass(ir.passes.InPlacePass):
             )
             bodies_used.add(identifier)
             graph.insert_before(call, new_nodes)
-            for old, new in zip(call.outputs, _function_outputs(call, new_nodes), strict=True):
+            for old, new in zip(call.outputs, new_outputs, strict=True):
                 old.replace_all_uses_with(new, replace_graph_outputs=True)
             graph.remove(call, safe=True)
             expanded += 1
@@ -180,11 +179,6 @@ class _Names:
         return candidate
 
 
-def _function_outputs(call: ir.Node, new_nodes: list[ir.Node]) -> list[ir.Value]:
-    mapping: dict[str, ir.Value] = call.meta[INLINE_OUTPUTS_META]
-    return [mapping[str(index)] for index in range(len(call.outputs))]
-
-
 def _expand(
     call: ir.Node,
     function: ir.Function,
@@ -192,83 +186,104 @@ def _expand(
     placeholders: list[tuple[ir.Node, str]],
     *,
     owns_body: bool,
-) -> list[ir.Node]:
-    """Copies of the body's nodes for one call, with the call's own names and metadata.
+) -> tuple[list[ir.Node], list[ir.Value]]:
+    """Copies of the body's nodes for one call, with the call's own names and metadata,
+    and the copies standing for the call's outputs.
 
     A call without a record takes the body's metadata only when it ``owns_body`` (the
     first call, whose nodes the body is); any other such call gives every node its own
-    metadata (its sources), never the first call's.
+    metadata (its sources), never the first call's. Attributes are shared with the body
+    (as onnx_ir's cloner shares them); subgraph attributes are not expected here.
     """
     record = _record(call, len(function))
     base = {k: v for k, v in call.metadata_props.items() if k != INLINE_KEY}
     values: dict[ir.Value, ir.Value | None] = {}
+    call_inputs = call.inputs
     for index, value in enumerate(function.inputs):
-        values[value] = call.inputs[index] if index < len(call.inputs) else None
-    output_index = {value: index for index, value in enumerate(function.outputs)}
-    outputs: dict[str, ir.Value] = {}
+        values[value] = call_inputs[index] if index < len(call_inputs) else None
+    call_outputs = call.outputs
+    output_index = {
+        value: index
+        for index, value in enumerate(function.outputs)
+        if index < len(call_outputs)
+    }
+    outputs: list[ir.Value | None] = [None] * len(call_outputs)
     new_nodes: list[ir.Node] = []
     for position, node in enumerate(function):
-        entry = record[position] if record is not None else {}
-        attributes = [
-            ir.Attr(a.name, a.type, a.value, ref_attr_name=a.ref_attr_name, doc_string=a.doc_string)
-            for a in node.attributes.values()
-        ]
+        entry = record[position] if record is not None else _NO_ENTRY
         if record is not None:
-            metadata = dict(base)
-            for key, value in entry.get("meta", {}).items():
-                if value is None:
-                    metadata.pop(key, None)
-                else:
-                    metadata[key] = value
             if "constant_of" in entry:
                 metadata = {CONSTANT_OF_KEY: entry["constant_of"]}
+            else:
+                metadata = dict(base)
+                for key, value in entry.get("meta", _NO_ENTRY).items():
+                    if value is None:
+                        metadata.pop(key, None)
+                    else:
+                        metadata[key] = value
         elif owns_body or CONSTANT_OF_KEY in node.metadata_props:
             metadata = dict(node.metadata_props)
         else:
             metadata = dict(base)
+        output_names = entry.get("outputs", ())
+        types = entry.get("types", ())
+        values_meta = entry.get("value_meta", ())
+        new_outputs: list[ir.Value] = []
+        for index, old in enumerate(node.outputs):
+            at = output_index.get(old)
+            if at is not None:
+                target = call_outputs[at]
+                new = ir.Value(
+                    name=target.name,
+                    type=target.type,
+                    shape=target.shape,
+                    metadata_props=dict(target.metadata_props),
+                )
+                outputs[at] = new
+            else:
+                new = ir.Value(
+                    name=output_names[index] if index < len(output_names) else old.name
+                )
+                if record is not None and index < len(types):
+                    type_from_json(new, types[index])
+                else:
+                    new.type = old.type
+                    new.shape = old.shape
+                if record is not None:
+                    meta = values_meta[index] if index < len(values_meta) else old.metadata_props
+                    if meta:
+                        new.metadata_props.update(meta)
+                elif owns_body and old.metadata_props:
+                    new.metadata_props.update(old.metadata_props)
+            values[old] = new
+            new_outputs.append(new)
         name = entry.get("name", node.name or "")
         copy = ir.Node(
             node.domain,
             node.op_type,
             [None if value is None else values.get(value, value) for value in node.inputs],
-            attributes,
+            node.attributes.values(),
             overload=node.overload,
-            num_outputs=len(node.outputs),
+            outputs=new_outputs,
             name=names.unique(name) if name else None,
             doc_string=node.doc_string,
             metadata_props=metadata,
             version=node.version,
         )
-        output_names = entry.get("outputs", [])
-        types = entry.get("types", [])
-        values_meta = entry.get("value_meta", [])
-        for index, (old, new) in enumerate(zip(node.outputs, copy.outputs, strict=True)):
-            values[old] = new
-            if old in output_index:
-                target = call.outputs[output_index[old]]
-                new.name = target.name
-                new.type = target.type
-                new.shape = target.shape
-                new.metadata_props.update(target.metadata_props)
-                outputs[str(output_index[old])] = new
-                continue
-            new.name = output_names[index] if index < len(output_names) else old.name
-            if record is not None and index < len(types):
-                type_from_json(new, types[index])
-            else:
-                new.type = old.type
-                new.shape = old.shape
-            if record is not None:
-                meta = values_meta[index] if index < len(values_meta) else old.metadata_props
-                new.metadata_props.update(meta)
-            elif owns_body:
-                new.metadata_props.update(old.metadata_props)
-        constant_of = copy.metadata_props.get(CONSTANT_OF_KEY)
+        constant_of = metadata.get(CONSTANT_OF_KEY)
         if constant_of is not None:
             placeholders.append((copy, constant_of))
         new_nodes.append(copy)
-    call.meta[INLINE_OUTPUTS_META] = outputs
-    return new_nodes
+    missing = [index for index, value in enumerate(outputs) if value is None]
+    if missing:
+        raise MetadataError(
+            f"node {call.name!r}: output {missing[0]} of the call is no output of "
+            f"{call.domain}::{call.op_type}'s body"
+        )
+    return new_nodes, [value for value in outputs if value is not None]
+
+
+_NO_ENTRY: dict[str, Any] = {}
 
 
 def _resolve_constants(graph: ir.Graph, placeholders: list[tuple[ir.Node, str]]) -> None:
