@@ -11,8 +11,9 @@ it). Functions no call uses any more are removed; other functions are left alone
 from __future__ import annotations
 
 import collections
+import dataclasses
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, overload
 
 import onnx
@@ -25,9 +26,8 @@ from modelprov.keys import (
     INLINE_KEY,
     MODULE_DOMAIN,
 )
-from modelprov.onnx._call_provenance import rewrite_table
+from modelprov.onnx._call_provenance import read_table, rewrite_table
 from modelprov.onnx._convert import run_on_copy
-from modelprov.onnx._provenance import Provenance
 from modelprov.onnx._wrap import INLINE_VERSION, type_from_json
 
 __all__ = ["InlinePass", "inline"]
@@ -123,7 +123,7 @@ class InlinePass(ir.passes.InPlacePass):
     by their bodies, restoring each call's own names and metadata."""
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
-        provenance = Provenance.read(model)
+        table = read_table(model)
         graph = model.graph
         functions = model.functions
         names = _Names(node.name for node in graph if node.name)
@@ -131,12 +131,16 @@ class InlinePass(ir.passes.InPlacePass):
         expanded = 0
         pending = collections.deque(node for node in graph if _is_ours(node, functions))
         bodies_used: set[ir.OperatorIdentifier] = set()
+        plans: dict[ir.OperatorIdentifier, list[_BodyNode]] = {}
         while pending:
             call = pending.popleft()
             identifier = call.op_identifier()
+            plan = plans.get(identifier)
+            if plan is None:
+                plan = plans[identifier] = _body_plan(functions[identifier])
             new_nodes, new_outputs = _expand(
                 call,
-                functions[identifier],
+                plan,
                 names,
                 placeholders,
                 owns_body=identifier not in bodies_used,
@@ -151,7 +155,7 @@ class InlinePass(ir.passes.InPlacePass):
         _resolve_constants(graph, placeholders)
         dropped = _drop_unused_functions(model)
         if expanded:
-            rewrite_table(model, provenance.table)
+            rewrite_table(model, table)
         return ir.passes.PassResult(model, modified=expanded > 0 or dropped)
 
 
@@ -179,9 +183,44 @@ class _Names:
         return candidate
 
 
+@dataclasses.dataclass(frozen=True)
+class _BodyNode:
+    """One body node, read once per function: what each copy reads and stands for."""
+
+    node: ir.Node
+    attributes: tuple[ir.Attr, ...]
+    inputs: tuple[tuple[int, int] | ir.Value | None, ...]
+    """Per input: ``(-1, k)`` the call's input k, ``(i, j)`` output j of body node i, a value
+    from outside the body as it is, or None (absent)."""
+    ends: tuple[int | None, ...]
+    """Per output, the function output it is (its copy stands for that call output)."""
+    is_constant_copy: bool
+
+
+def _body_plan(function: ir.Function) -> list[_BodyNode]:
+    where: dict[ir.Value, tuple[int, int]] = {
+        value: (-1, index) for index, value in enumerate(function.inputs)
+    }
+    output_index = {value: index for index, value in enumerate(function.outputs)}
+    plan: list[_BodyNode] = []
+    for position, node in enumerate(function):
+        plan.append(
+            _BodyNode(
+                node,
+                tuple(node.attributes.values()),
+                tuple(None if value is None else where.get(value, value) for value in node.inputs),
+                tuple(output_index.get(value) for value in node.outputs),
+                CONSTANT_OF_KEY in node.metadata_props,
+            )
+        )
+        for index, value in enumerate(node.outputs):
+            where[value] = (position, index)
+    return plan
+
+
 def _expand(
     call: ir.Node,
-    function: ir.Function,
+    plan: Sequence[_BodyNode],
     names: _Names,
     placeholders: list[tuple[ir.Node, str]],
     *,
@@ -193,23 +232,17 @@ def _expand(
     A call without a record takes the body's metadata only when it ``owns_body`` (the
     first call, whose nodes the body is); any other such call gives every node its own
     metadata (its sources), never the first call's. Attributes are shared with the body
-    (as onnx_ir's cloner shares them); subgraph attributes are not expected here.
+    (as onnx_ir's cloner shares them).
     """
-    record = _record(call, len(function))
+    record = _record(call, len(plan))
     base = {k: v for k, v in call.metadata_props.items() if k != INLINE_KEY}
-    values: dict[ir.Value, ir.Value | None] = {}
-    call_inputs = call.inputs
-    for index, value in enumerate(function.inputs):
-        values[value] = call_inputs[index] if index < len(call_inputs) else None
+    arguments = call.inputs
     call_outputs = call.outputs
-    output_index = {
-        value: index
-        for index, value in enumerate(function.outputs)
-        if index < len(call_outputs)
-    }
     outputs: list[ir.Value | None] = [None] * len(call_outputs)
+    made: list[list[ir.Value]] = []
     new_nodes: list[ir.Node] = []
-    for position, node in enumerate(function):
+    for position, body in enumerate(plan):
+        node = body.node
         entry = record[position] if record is not None else _NO_ENTRY
         if record is not None:
             if "constant_of" in entry:
@@ -221,7 +254,7 @@ def _expand(
                         metadata.pop(key, None)
                     else:
                         metadata[key] = value
-        elif owns_body or CONSTANT_OF_KEY in node.metadata_props:
+        elif owns_body or body.is_constant_copy:
             metadata = dict(node.metadata_props)
         else:
             metadata = dict(base)
@@ -229,9 +262,8 @@ def _expand(
         types = entry.get("types", ())
         values_meta = entry.get("value_meta", ())
         new_outputs: list[ir.Value] = []
-        for index, old in enumerate(node.outputs):
-            at = output_index.get(old)
-            if at is not None:
+        for index, (old, at) in enumerate(zip(node.outputs, body.ends)):
+            if at is not None and at < len(call_outputs):
                 target = call_outputs[at]
                 new = ir.Value(
                     name=target.name,
@@ -255,14 +287,24 @@ def _expand(
                         new.metadata_props.update(meta)
                 elif owns_body and old.metadata_props:
                     new.metadata_props.update(old.metadata_props)
-            values[old] = new
             new_outputs.append(new)
+        made.append(new_outputs)
+        inputs: list[ir.Value | None] = []
+        for ref in body.inputs:
+            if type(ref) is tuple:
+                source, index = ref
+                if source >= 0:
+                    inputs.append(made[source][index])
+                else:
+                    inputs.append(arguments[index] if index < len(arguments) else None)
+            else:
+                inputs.append(ref)  # type: ignore[arg-type]
         name = entry.get("name", node.name or "")
         copy = ir.Node(
             node.domain,
             node.op_type,
-            [None if value is None else values.get(value, value) for value in node.inputs],
-            node.attributes.values(),
+            inputs,
+            body.attributes,
             overload=node.overload,
             outputs=new_outputs,
             name=names.unique(name) if name else None,
