@@ -181,11 +181,13 @@ class FunctionizePass(ir.passes.InPlacePass):
         groups: dict[str, list[ir.Node]] = {}
         primaries: dict[str, int] = {}
         orphans: list[ir.Node] = []
+        fx_of: dict[ir.Node, str] = {}
         for node in model.graph:
             if has_subgraphs(node):
                 run.skipped.append(Skipped((_label(node),), "holds subgraphs (If/Loop/Scan)"))
                 continue
             primary = _primary(node, provenance)
+            fx_of[node] = provenance.table[primary].fx_node if primary is not None else ""
             if primary is None:
                 orphans.append(node)
                 continue
@@ -212,7 +214,7 @@ class FunctionizePass(ir.passes.InPlacePass):
                     Skipped(labels, f"{call.target}: a path leaves these nodes and comes back")
                 )
                 continue
-            region = _aten_region(key, nodes, call, provenance)
+            region = _aten_region(key, nodes, call, provenance, fx_of)
             if isinstance(region, str):
                 run.skipped.append(Skipped(labels, region))
                 continue
@@ -395,7 +397,11 @@ def _value_names(graph: ir.Graph) -> dict[str, str]:
 
 
 def _aten_region(
-    key: str, nodes: list[ir.Node], call: AtenCall, provenance: Provenance
+    key: str,
+    nodes: list[ir.Node],
+    call: AtenCall,
+    provenance: Provenance,
+    fx_of: Mapping[ir.Node, str],
 ) -> Region | str:
     """The region of one ATen call, or why it cannot be one."""
     externals = _external_inputs(nodes)
@@ -406,7 +412,9 @@ def _aten_region(
             slots.append((name, fx, onnx_name))
     chosen: list[ir.Value | None] = [None] * len(slots)
     used: set[ir.Value] = set()
-    primary_fx = {value: _producer_fx(value, provenance) for value in externals if value.producer()}
+    primary_fx = {
+        value: _producer_fx(value, provenance, fx_of) for value in externals if value.producer()
+    }
     for index, (_, fx, onnx_name) in enumerate(slots):
         if not fx:
             continue
@@ -458,10 +466,13 @@ def _aten_region(
     )
 
 
-def _producer_fx(value: ir.Value, provenance: Provenance) -> str:
+def _producer_fx(value: ir.Value, provenance: Provenance, fx_of: Mapping[ir.Node, str]) -> str:
     producer = value.producer()
     if producer is None:
         return ""
+    known = fx_of.get(producer)
+    if known is not None:
+        return known
     primary = _primary(producer, provenance)
     return provenance.table[primary].fx_node if primary is not None else ""
 
@@ -472,13 +483,16 @@ def _detach_constants(region: Region) -> None:
     Done for every region before any is wrapped, so a constant never becomes an extra
     output of the call that made it.
     """
-    inside = set(region.nodes)
-    for value in list(region.external_constants):
+    copies: dict[ir.Value, ir.Value] = {}
+    for value in region.external_constants:
         node = constant_node(value)
-        for use in list(value.uses()):
-            if use.node in inside:
-                use.node.replace_input_with(use.idx, node.outputs[0])
+        copies[value] = node.outputs[0]
         region.constants.append(node)
+    # The region's own reads only: a shared constant may have thousands of other uses.
+    for node in region.nodes:
+        for index, value in enumerate(node.inputs):
+            if value is not None and value in copies:
+                node.replace_input_with(index, copies[value])
 
 
 def _module_chain(metadata: Mapping[str, str]) -> list[tuple[str, str]]:
