@@ -19,6 +19,7 @@ from typing import Any, overload
 import onnx
 import onnx_ir as ir
 
+from modelprov._correspond import all_nodes
 from modelprov.errors import MetadataError
 from modelprov.keys import (
     ATEN_DOMAIN,
@@ -86,9 +87,10 @@ def _entry_problem(entry: object) -> str:
     """What is wrong with one node entry of an inline record ('' when nothing)."""
     if not isinstance(entry, dict):
         return "must be a JSON object"
-    for field, check in _ENTRY_CHECKS.items():
-        if field in entry and not check(entry[field]):
-            return f"field {field!r} has the wrong type ({str(entry[field])[:40]!r})"
+    for field, value in entry.items():
+        check = _ENTRY_CHECKS.get(field)
+        if check is not None and not check(value):
+            return f"field {field!r} has the wrong type ({str(value)[:40]!r})"
     return ""
 
 
@@ -149,7 +151,10 @@ class InlinePass(ir.passes.InPlacePass):
             graph.insert_before(call, new_nodes)
             for old, new in zip(call.outputs, new_outputs, strict=True):
                 old.replace_all_uses_with(new, replace_graph_outputs=True)
-            graph.remove(call, safe=True)
+            # Nothing reads the call now: it stops reading its inputs and leaves.
+            for index in range(len(call.inputs)):
+                call.replace_input_with(index, None)
+            graph.remove(call)
             expanded += 1
             pending.extendleft(reversed([node for node in new_nodes if _is_ours(node, functions)]))
         _resolve_constants(graph, placeholders)
@@ -355,7 +360,7 @@ def _resolve_constants(graph: ir.Graph, placeholders: list[tuple[ir.Node, str]])
 def _drop_unused_functions(model: ir.Model) -> bool:
     """Removes functionize's functions and domains nothing uses; True when it removed any."""
     dropped = False
-    in_graph = {node.op_identifier() for node in ir.traversal.RecursiveGraphIterator(model.graph)}
+    in_graph = {node.op_identifier() for node in all_nodes(model.graph)}
     while True:
         used = set(in_graph)
         for function in model.functions.values():
