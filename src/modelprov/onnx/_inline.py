@@ -335,13 +335,14 @@ _NO_ENTRY: dict[str, Any] = {}
 
 def _resolve_constants(graph: ir.Graph, placeholders: list[tuple[ir.Node, str]]) -> None:
     """Body copies of external constants become the constants they copied again."""
+    if not placeholders:
+        return
     copies = {node for node, _ in placeholders}
+    wanted = {name for _, name in placeholders}
     by_name: dict[str, ir.Value] = {}
     for node in graph:
-        if node in copies:
-            continue
         for value in node.outputs:
-            if value.name:
+            if value.name in wanted and node not in copies:
                 by_name.setdefault(value.name, value)
     for node, name in placeholders:
         output = node.outputs[0]
@@ -360,7 +361,9 @@ def _resolve_constants(graph: ir.Graph, placeholders: list[tuple[ir.Node, str]])
 def _drop_unused_functions(model: ir.Model) -> bool:
     """Removes functionize's functions and domains nothing uses; True when it removed any."""
     dropped = False
-    in_graph = {node.op_identifier() for node in all_nodes(model.graph)}
+    in_graph = {
+        node.op_identifier() for node in all_nodes(model.graph) if node.domain in _DOMAINS
+    }
     while True:
         used = set(in_graph)
         for function in model.functions.values():
