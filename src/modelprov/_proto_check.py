@@ -124,10 +124,7 @@ def _dataflow_problem(graph: onnx.GraphProto, where: str) -> str:
 
 
 def _texts_clean(texts: Iterable[object]) -> bool:
-    for text in texts:
-        if type(text) is not str:
-            return False
-    return True
+    return all(type(text) is str for text in texts)
 
 
 def _entries_clean(entries: Iterable[onnx.StringStringEntryProto]) -> bool:

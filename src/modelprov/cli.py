@@ -33,8 +33,8 @@ from modelprov._io import (
     model_from_proto,
     save_model,
 )
+from modelprov.core.keys import CONFIDENCE_KEY
 from modelprov.errors import ExitCode, ModelprovError, UsageError
-from modelprov.keys import CONFIDENCE_KEY
 
 if TYPE_CHECKING:
     import onnx_ir as ir

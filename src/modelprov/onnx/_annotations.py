@@ -15,13 +15,13 @@ from collections.abc import Mapping
 
 import onnx_ir as ir
 
-from modelprov._correspond import all_nodes
-from modelprov._scoping import applies_to_output, module_scoped_keys, value_scoped_keys, within
-from modelprov._sources import _literal_list, fx_node_name
 from modelprov.annotation import effective_annotations
-from modelprov.keys import NAME_SCOPES_KEY
+from modelprov.core._correspond import all_nodes
+from modelprov.core._scoping import applies_to_output, module_scoped_keys, value_scoped_keys, within
+from modelprov.core._sources import _literal_list, fx_node_name
+from modelprov.core.keys import NAME_SCOPES_KEY
+from modelprov.core.policy import Policies
 from modelprov.onnx._source_nodes import SOURCE_NODE_KEY
-from modelprov.policy import Policies
 
 __all__ = ["apply_annotations", "module_path_of"]
 

@@ -11,8 +11,8 @@ import onnx_ir as ir
 
 from modelprov._io import load_model
 from modelprov._proto_check import read_proto
+from modelprov.core.policy import Policies
 from modelprov.onnx._duplicates import has_duplicate_keys, merge_duplicate_keys
-from modelprov.policy import Policies
 
 __all__ = [
     "AnyModel",

@@ -28,8 +28,9 @@ from typing import Literal, overload
 import onnx
 import onnx_ir as ir
 
-from modelprov._sources import _literal_list
-from modelprov.keys import (
+from modelprov.core._provenance import Provenance
+from modelprov.core._sources import _literal_list
+from modelprov.core.keys import (
     ATEN_DOMAIN,
     ATEN_SCHEMA_KEY,
     ATEN_SCHEMAS_KEY,
@@ -39,6 +40,7 @@ from modelprov.keys import (
     MODULE_DOMAIN,
     NAME_SCOPES_KEY,
 )
+from modelprov.core.policy import Policies
 from modelprov.onnx._aten_call import (
     AtenCall,
     call_of,
@@ -49,7 +51,6 @@ from modelprov.onnx._aten_call import (
 )
 from modelprov.onnx._call_provenance import call_metadata, rewrite_table
 from modelprov.onnx._convert import run_on_copy
-from modelprov.onnx._provenance import Provenance
 from modelprov.onnx._wrap import (
     Region,
     Wrapper,
@@ -57,7 +58,6 @@ from modelprov.onnx._wrap import (
     has_subgraphs,
     is_constant,
 )
-from modelprov.policy import Policies
 
 __all__ = [
     "ATEN_TARGET_KEY",
@@ -485,14 +485,14 @@ def _detach_constants(region: Region) -> None:
     """
     copies: dict[ir.Value, ir.Value] = {}
     for value in region.external_constants:
-        node = constant_node(value)
-        copies[value] = node.outputs[0]
-        region.constants.append(node)
+        constant = constant_node(value)
+        copies[value] = constant.outputs[0]
+        region.constants.append(constant)
     # The region's own reads only: a shared constant may have thousands of other uses.
     for node in region.nodes:
-        for index, value in enumerate(node.inputs):
-            if value is not None and value in copies:
-                node.replace_input_with(index, copies[value])
+        for index, read in enumerate(node.inputs):
+            if read is not None and read in copies:
+                node.replace_input_with(index, copies[read])
 
 
 def _module_chain(metadata: Mapping[str, str]) -> list[tuple[str, str]]:

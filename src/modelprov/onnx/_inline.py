@@ -19,14 +19,14 @@ from typing import Any, overload
 import onnx
 import onnx_ir as ir
 
-from modelprov._correspond import all_nodes
-from modelprov.errors import MetadataError
-from modelprov.keys import (
+from modelprov.core._correspond import all_nodes
+from modelprov.core.keys import (
     ATEN_DOMAIN,
     CONSTANT_OF_KEY,
     INLINE_KEY,
     MODULE_DOMAIN,
 )
+from modelprov.errors import MetadataError
 from modelprov.onnx._call_provenance import read_table, rewrite_table
 from modelprov.onnx._convert import run_on_copy
 from modelprov.onnx._wrap import INLINE_VERSION, type_from_json
@@ -267,7 +267,7 @@ def _expand(
         types = entry.get("types", ())
         values_meta = entry.get("value_meta", ())
         new_outputs: list[ir.Value] = []
-        for index, (old, at) in enumerate(zip(node.outputs, body.ends)):
+        for index, (old, at) in enumerate(zip(node.outputs, body.ends, strict=True)):
             if at is not None and at < len(call_outputs):
                 target = call_outputs[at]
                 new = ir.Value(
@@ -278,9 +278,7 @@ def _expand(
                 )
                 outputs[at] = new
             else:
-                new = ir.Value(
-                    name=output_names[index] if index < len(output_names) else old.name
-                )
+                new = ir.Value(name=output_names[index] if index < len(output_names) else old.name)
                 if record is not None and index < len(types):
                     type_from_json(new, types[index])
                 else:
@@ -361,9 +359,7 @@ def _resolve_constants(graph: ir.Graph, placeholders: list[tuple[ir.Node, str]])
 def _drop_unused_functions(model: ir.Model) -> bool:
     """Removes functionize's functions and domains nothing uses; True when it removed any."""
     dropped = False
-    in_graph = {
-        node.op_identifier() for node in all_nodes(model.graph) if node.domain in _DOMAINS
-    }
+    in_graph = {node.op_identifier() for node in all_nodes(model.graph) if node.domain in _DOMAINS}
     while True:
         used = set(in_graph)
         for function in model.functions.values():

@@ -29,16 +29,16 @@ import onnx
 import onnx_ir as ir
 import onnx_ir.passes.common as common_passes
 
-from modelprov._correspond import Change, Snapshot, all_nodes, correspond
 from modelprov._io import load_model_proto
 from modelprov._proto_check import check_proto, read_proto
+from modelprov.core._correspond import Change, Snapshot, all_nodes, correspond
+from modelprov.core._provenance import Provenance
+from modelprov.core.keys import CONFIDENCE_KEY, RECOVER_REPORT_FORMAT
+from modelprov.core.policy import Policies
 from modelprov.errors import CorrespondenceError
-from modelprov.keys import CONFIDENCE_KEY, RECOVER_REPORT_FORMAT
 from modelprov.onnx._correspondence_check import correspondence_problems
 from modelprov.onnx._duplicates import merged_entries
 from modelprov.onnx._lookup import proto_nodes
-from modelprov.onnx._provenance import Provenance
-from modelprov.policy import Policies
 
 __all__ = ["CONFIDENCE_KEY", "RecoveryReport", "recover", "recover_ir", "recover_with_report"]
 

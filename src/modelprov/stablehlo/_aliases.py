@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from modelprov._stack_trace import TraceOptions
+from modelprov.core._stack_trace import TraceOptions
 from modelprov.stablehlo._fx_nodes import node_info
 from modelprov.stablehlo._records import FxNodeInfo
 

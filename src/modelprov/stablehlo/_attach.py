@@ -36,9 +36,14 @@ import types
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from modelprov._scoping import ancestors_outer_first, applies_to_output, value_scoped_keys, within
 from modelprov.annotation import effective_annotations
-from modelprov.policy import MergeContext, Policies
+from modelprov.core._scoping import (
+    ancestors_outer_first,
+    applies_to_output,
+    value_scoped_keys,
+    within,
+)
+from modelprov.core.policy import MergeContext, Policies
 from modelprov.stablehlo._locations import location_name, relocate, with_aliases
 from modelprov.stablehlo._records import FxNodeInfo, OpRecord, provenance_attributes
 

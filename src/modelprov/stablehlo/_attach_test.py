@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from modelprov.policy import Policies, from_output, max, value_scoped
+from modelprov.core.policy import Policies, from_output, max, value_scoped
 from modelprov.stablehlo._attach import attach
 from modelprov.stablehlo._records import FxNodeInfo, OpRecord
 

@@ -21,9 +21,9 @@ from typing import Any
 
 import torch
 
-from modelprov import _stack_trace
 from modelprov._fx_lineage import export_node_names
 from modelprov._torch_compat import is_op_overload
+from modelprov.core import _stack_trace
 from modelprov.stablehlo._frames import call_stack
 from modelprov.stablehlo._records import FxNodeInfo
 

@@ -23,7 +23,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from modelprov._stack_trace import Frame
+from modelprov.core._stack_trace import Frame
 from modelprov.stablehlo._frames import is_tool_file
 from modelprov.stablehlo._records import FxNodeInfo
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from modelprov._stack_trace import Frame
+from modelprov.core._stack_trace import Frame
 from modelprov.stablehlo._locations import decode, location_name, provenance_location
 from modelprov.stablehlo._records import FxNodeInfo
 

@@ -11,9 +11,9 @@ from typing import Any
 
 import numpy as np
 
-from modelprov._scoping import within
-from modelprov._sources import Source
 from modelprov.annotation import effective_annotations
+from modelprov.core._scoping import within
+from modelprov.core._sources import Source
 from modelprov.errors import StableHLOError
 from modelprov.stablehlo._records import FxNodeInfo, OpRecord, provenance_attributes
 

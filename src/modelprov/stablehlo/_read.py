@@ -18,15 +18,15 @@ import types
 from collections.abc import Mapping
 from typing import Any
 
-from modelprov._sources import Source, shared_id_list
-from modelprov._stack_trace import Frame
+from modelprov.core._sources import Source, shared_id_list
+from modelprov.core._stack_trace import Frame
+from modelprov.core.keys import STABLEHLO_MODULE_KEY as MODULE_KEY
+from modelprov.core.keys import STABLEHLO_MODULE_TYPE_KEY as MODULE_TYPE_KEY
+from modelprov.core.keys import STABLEHLO_NODE_KEY as NODE_KEY
+from modelprov.core.keys import STABLEHLO_SOURCE_NODE_KEY as SOURCE_NODE_KEY
+from modelprov.core.keys import STABLEHLO_STACK_KEY as STACK_KEY
+from modelprov.core.keys import STABLEHLO_TARGET_KEY as TARGET_KEY
 from modelprov.errors import StableHLOError
-from modelprov.keys import STABLEHLO_MODULE_KEY as MODULE_KEY
-from modelprov.keys import STABLEHLO_MODULE_TYPE_KEY as MODULE_TYPE_KEY
-from modelprov.keys import STABLEHLO_NODE_KEY as NODE_KEY
-from modelprov.keys import STABLEHLO_SOURCE_NODE_KEY as SOURCE_NODE_KEY
-from modelprov.keys import STABLEHLO_STACK_KEY as STACK_KEY
-from modelprov.keys import STABLEHLO_TARGET_KEY as TARGET_KEY
 from modelprov.stablehlo._locations import LocatedSource, decode
 
 __all__ = ["MlirOp", "read_mlir_sources", "sources_from"]

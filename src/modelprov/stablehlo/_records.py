@@ -9,13 +9,13 @@ import dataclasses
 import json
 from collections.abc import Mapping
 
-from modelprov._stack_trace import Frame
-from modelprov.keys import STABLEHLO_MODULE_KEY as MODULE_KEY
-from modelprov.keys import STABLEHLO_MODULE_TYPE_KEY as MODULE_TYPE_KEY
-from modelprov.keys import STABLEHLO_NODE_KEY as NODE_KEY
-from modelprov.keys import STABLEHLO_SOURCE_NODE_KEY as SOURCE_NODE_KEY
-from modelprov.keys import STABLEHLO_STACK_KEY as STACK_KEY
-from modelprov.keys import STABLEHLO_TARGET_KEY as TARGET_KEY
+from modelprov.core._stack_trace import Frame
+from modelprov.core.keys import STABLEHLO_MODULE_KEY as MODULE_KEY
+from modelprov.core.keys import STABLEHLO_MODULE_TYPE_KEY as MODULE_TYPE_KEY
+from modelprov.core.keys import STABLEHLO_NODE_KEY as NODE_KEY
+from modelprov.core.keys import STABLEHLO_SOURCE_NODE_KEY as SOURCE_NODE_KEY
+from modelprov.core.keys import STABLEHLO_STACK_KEY as STACK_KEY
+from modelprov.core.keys import STABLEHLO_TARGET_KEY as TARGET_KEY
 
 __all__ = ["FxNodeInfo", "OpRecord", "provenance_attributes"]
 

@@ -21,13 +21,13 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from modelprov.core.keys import STABLEHLO_MODULE_KEY as MODULE_KEY
+from modelprov.core.keys import STABLEHLO_MODULE_TYPE_KEY as MODULE_TYPE_KEY
+from modelprov.core.keys import STABLEHLO_NODE_KEY as NODE_KEY
+from modelprov.core.keys import STABLEHLO_SOURCE_NODE_KEY as SOURCE_NODE_KEY
+from modelprov.core.keys import STABLEHLO_STACK_KEY as STACK_KEY
+from modelprov.core.keys import STABLEHLO_TARGET_KEY as TARGET_KEY
 from modelprov.errors import StableHLOError
-from modelprov.keys import STABLEHLO_MODULE_KEY as MODULE_KEY
-from modelprov.keys import STABLEHLO_MODULE_TYPE_KEY as MODULE_TYPE_KEY
-from modelprov.keys import STABLEHLO_NODE_KEY as NODE_KEY
-from modelprov.keys import STABLEHLO_SOURCE_NODE_KEY as SOURCE_NODE_KEY
-from modelprov.keys import STABLEHLO_STACK_KEY as STACK_KEY
-from modelprov.keys import STABLEHLO_TARGET_KEY as TARGET_KEY
 from modelprov.onnx._source_nodes import format_source_nodes
 from modelprov.stablehlo._locations import LocatedSource, decode
 

@@ -15,7 +15,7 @@ from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from modelprov.policy import Policies
+    from modelprov.core.policy import Policies
 
 __all__ = [
     "ancestors_outer_first",

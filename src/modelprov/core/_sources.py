@@ -20,10 +20,9 @@ import zlib
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from modelprov import _stack_trace
 from modelprov._torch_compat import fx_node_text_name, fx_node_text_target
-from modelprov.errors import MetadataError
-from modelprov.keys import (
+from modelprov.core import _stack_trace
+from modelprov.core.keys import (
     CLASS_HIERARCHY_KEY,
     FX_NODE_KEY,
     KEPT_FOR_RECALL_KEY,
@@ -36,6 +35,7 @@ from modelprov.keys import (
     TABLE_FORMAT,
     TABLE_KEY,
 )
+from modelprov.errors import MetadataError
 
 __all__ = [
     "FX_NODE_KEY",

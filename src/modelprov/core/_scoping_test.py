@@ -7,7 +7,7 @@ import pathlib
 import subprocess
 import sys
 
-from modelprov._scoping import (
+from modelprov.core._scoping import (
     ancestors_outer_first,
     applies_to_output,
     module_scoped_keys,
@@ -15,7 +15,7 @@ from modelprov._scoping import (
     value_scoped_keys,
     within,
 )
-from modelprov.policy import Policies, from_output
+from modelprov.core.policy import Policies, from_output
 
 
 def test_within_counts_a_module_and_its_submodules_only() -> None:
@@ -50,8 +50,8 @@ def test_keys_split_into_module_and_value_scoped_by_policy() -> None:
 
 
 def test_the_rules_load_no_torch() -> None:
-    code = "import sys, modelprov._scoping; print('torch' in sys.modules)"
-    env = {**os.environ, "PYTHONPATH": str(pathlib.Path(__file__).resolve().parents[1])}
+    code = "import sys, modelprov.core._scoping; print('torch' in sys.modules)"
+    env = {**os.environ, "PYTHONPATH": str(pathlib.Path(__file__).resolve().parents[2])}
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
     )
