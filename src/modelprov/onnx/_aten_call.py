@@ -24,6 +24,7 @@ from modelprov._torch_compat import (
 from modelprov._torch_compat import schema_by_name as schema_of
 from modelprov.core.keys import ATEN_CALL_KEY, ATEN_SCHEMAS_FORMAT, ATEN_SCHEMAS_KEY, FX_NODE_KEY
 from modelprov.errors import MetadataError
+from modelprov.onnx._schema_text import read_arguments
 from modelprov.onnx._wrap import function_name
 
 __all__ = [
@@ -123,17 +124,15 @@ def _from_values(target: str, values: list[Any], schemas: Mapping[str, str]) -> 
         if known is None:
             return None
         text = str(known)
-    schema = _parsed_schema(text)
-    if schema is None or len(values) != len(schema.arguments):
+    parameters = _parameters(text)
+    if parameters is None or len(values) != len(parameters):
         return None
     arguments: list[AtenArgument] = []
-    for argument, raw in zip(schema.arguments, values, strict=True):
-        is_tensor, is_list = tensor_argument_kind(argument.type)
-        kind = str(argument.type)
+    for (name, kind, is_tensor, is_list), raw in zip(parameters, values, strict=True):
         if not is_tensor:
-            arguments.append(AtenArgument(argument.name, kind, False, (), raw))
+            arguments.append(AtenArgument(name, kind, False, (), raw))
             continue
-        entry = _argument({"name": argument.name, "type": kind, "tensor": raw})
+        entry = _argument({"name": name, "type": kind, "tensor": raw})
         if entry is None or (is_list and not isinstance(raw, list)):
             return None
         arguments.append(dataclasses.replace(entry, is_list=is_list))
@@ -141,8 +140,19 @@ def _from_values(target: str, values: list[Any], schemas: Mapping[str, str]) -> 
 
 
 @functools.lru_cache(maxsize=1024)
-def _parsed_schema(text: str) -> Any:
-    return parse_schema(text)
+def _parameters(text: str) -> tuple[tuple[str, str, bool, bool], ...] | None:
+    """(name, type, is a tensor argument, is a list) per argument of a schema's text: read
+    without torch when the text allows (:mod:`._schema_text`), else by torch's parser."""
+    read = read_arguments(text)
+    if read is not None:
+        return tuple((a.name, a.type, a.is_tensor, a.is_list) for a in read)
+    schema = parse_schema(text)
+    if schema is None:
+        return None
+    return tuple(
+        (argument.name, str(argument.type), *tensor_argument_kind(argument.type))
+        for argument in schema.arguments
+    )
 
 
 def dump_schemas(schemas: Mapping[str, str]) -> str:

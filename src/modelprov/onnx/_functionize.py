@@ -178,6 +178,7 @@ class FunctionizePass(ir.passes.InPlacePass):
     # -- level="aten" -------------------------------------------------------------------
 
     def _aten(self, model: ir.Model, provenance: Provenance, wrapper: Wrapper, run: _Run) -> None:
+        schemas = load_schemas(model.metadata_props.get(ATEN_SCHEMAS_KEY))
         groups: dict[str, list[ir.Node]] = {}
         primaries: dict[str, int] = {}
         orphans: list[ir.Node] = []
@@ -186,7 +187,7 @@ class FunctionizePass(ir.passes.InPlacePass):
             if has_subgraphs(node):
                 run.skipped.append(Skipped((_label(node),), "holds subgraphs (If/Loop/Scan)"))
                 continue
-            primary = _primary(node, provenance)
+            primary = _primary(node, provenance, schemas)
             fx_of[node] = provenance.table[primary].fx_node if primary is not None else ""
             if primary is None:
                 orphans.append(node)
@@ -199,7 +200,6 @@ class FunctionizePass(ir.passes.InPlacePass):
                 Skipped(tuple(_label(n) for n in orphans), "no FX node with an ATen schema")
             )
         names = _value_names(model.graph)
-        schemas = load_schemas(model.metadata_props.get(ATEN_SCHEMAS_KEY))
         order = {node: index for index, node in enumerate(model.graph)}
         regions: list[Region] = []
         for key, nodes in groups.items():
@@ -214,7 +214,7 @@ class FunctionizePass(ir.passes.InPlacePass):
                     Skipped(labels, f"{call.target}: a path leaves these nodes and comes back")
                 )
                 continue
-            region = _aten_region(key, nodes, call, provenance, fx_of)
+            region = _aten_region(key, nodes, call, provenance, fx_of, schemas)
             if isinstance(region, str):
                 run.skipped.append(Skipped(labels, region))
                 continue
@@ -234,9 +234,10 @@ class FunctionizePass(ir.passes.InPlacePass):
     def _modules(
         self, model: ir.Model, provenance: Provenance, wrapper: Wrapper, run: _Run
     ) -> None:
+        schemas = load_schemas(model.metadata_props.get(ATEN_SCHEMAS_KEY))
         chains: dict[ir.Node, list[tuple[str, str]]] = {}
         for node in model.graph:
-            primary = _primary(node, provenance)
+            primary = _primary(node, provenance, schemas)
             metadata: Mapping[str, str] = node.metadata_props
             if primary is not None:
                 metadata = provenance.table[primary].metadata
@@ -341,17 +342,31 @@ def _external_inputs(nodes: Sequence[ir.Node]) -> list[ir.Value]:
     return list(inputs)
 
 
-@functools.cache
-def _has_schema(target: str) -> bool:
+def _has_schema(target: str, schemas: Mapping[str, str]) -> bool:
+    """True when the model's schema pool or, failing that, torch has the target's schema
+    (torch is imported only when the pool lacks it)."""
     if not target or "." not in target:
         return False
+    namespace = target.partition("::")[0] if "::" in target else target.partition(".")[0]
+    if namespace in _PYTHON_NAMESPACES:
+        return False
+    pooled = target if "::" in target else target.replace(".", "::", 1)
+    return pooled in schemas or _torch_has_schema(target)
+
+
+_PYTHON_NAMESPACES = frozenset({"operator", "_operator", "builtins", "math"})
+"""Modules of the Python functions FX graphs call (``operator.getitem``): no ATen op."""
+
+
+@functools.cache
+def _torch_has_schema(target: str) -> bool:
     try:
         return schema_of(target) is not None
     except Exception:
         return False
 
 
-def _primary(node: ir.Node, provenance: Provenance) -> int | None:
+def _primary(node: ir.Node, provenance: Provenance, schemas: Mapping[str, str]) -> int | None:
     """The source whose ATen op a node belongs to.
 
     The source an output value is named after; else the earliest source whose output
@@ -362,7 +377,7 @@ def _primary(node: ir.Node, provenance: Provenance) -> int | None:
     indices = [
         index
         for index in sorted(provenance.node_sources.get(node, frozenset()))
-        if table[index].fx_node and _has_schema(table[index].target)
+        if table[index].fx_node and _has_schema(table[index].target, schemas)
     ]
     if not indices:
         return None
@@ -402,6 +417,7 @@ def _aten_region(
     call: AtenCall,
     provenance: Provenance,
     fx_of: Mapping[ir.Node, str],
+    schemas: Mapping[str, str],
 ) -> Region | str:
     """The region of one ATen call, or why it cannot be one."""
     externals = _external_inputs(nodes)
@@ -413,7 +429,9 @@ def _aten_region(
     chosen: list[ir.Value | None] = [None] * len(slots)
     used: set[ir.Value] = set()
     primary_fx = {
-        value: _producer_fx(value, provenance, fx_of) for value in externals if value.producer()
+        value: _producer_fx(value, provenance, fx_of, schemas)
+        for value in externals
+        if value.producer()
     }
     for index, (_, fx, onnx_name) in enumerate(slots):
         if not fx:
@@ -466,14 +484,19 @@ def _aten_region(
     )
 
 
-def _producer_fx(value: ir.Value, provenance: Provenance, fx_of: Mapping[ir.Node, str]) -> str:
+def _producer_fx(
+    value: ir.Value,
+    provenance: Provenance,
+    fx_of: Mapping[ir.Node, str],
+    schemas: Mapping[str, str],
+) -> str:
     producer = value.producer()
     if producer is None:
         return ""
     known = fx_of.get(producer)
     if known is not None:
         return known
-    primary = _primary(producer, provenance)
+    primary = _primary(producer, provenance, schemas)
     return provenance.table[primary].fx_node if primary is not None else ""
 
 
