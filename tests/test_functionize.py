@@ -125,9 +125,10 @@ def test_functionize_of_a_modelprov_export_needs_no_torch(tmp_path) -> None:  # 
     code = (
         "import sys\n"
         "from modelprov.cli import main\n"
+        "model, functionized, inlined = sys.argv[1:]\n"
         "for level in ('aten', 'module'):\n"
-        "    assert main(['-q', 'functionize', '--level', level, sys.argv[1], '-o', sys.argv[2]]) == 0\n"
-        "    assert main(['-q', 'inline', sys.argv[2], '-o', sys.argv[3]]) == 0\n"
+        "    assert main(['-q', 'functionize', '--level', level, model, '-o', functionized]) == 0\n"
+        "    assert main(['-q', 'inline', functionized, '-o', inlined]) == 0\n"
         "print(sorted(name for name in sys.modules if name.split('.')[0] == 'torch'))\n"
     )
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
