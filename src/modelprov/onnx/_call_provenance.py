@@ -80,11 +80,11 @@ def rewrite_table(model: ir.Model, table: SourceTable) -> None:
                     "the table is stale"
                 )
             continue
-        original = original_metadata(metadata)
-        source_id = own_source_id(node_label(node, position), original)
+        # The id first (modelprov's own keys never name it): most nodes share a carried one.
+        source_id = own_source_id(node_label(node, position), metadata)
         if source_id in carried or source_id not in table:
             continue
-        if dict(table.by_id(source_id).metadata) == original:
+        if dict(table.by_id(source_id).metadata) == original_metadata(metadata):
             carried.add(source_id)
     if all(source.id in carried for source in table):
         model.metadata_props.pop(TABLE_KEY, None)
