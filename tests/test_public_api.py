@@ -251,3 +251,9 @@ def test_every_public_module_is_pinned() -> None:
 
 def test_policy_module_names() -> None:
     assert set(modelprov.core.policy.__all__) >= {"union", "join", "value_scoped", "Policies"}
+
+
+def test_stablehlo_fx_node_info_is_the_source_record() -> None:
+    """One record type for a source: StableHLO's per-FX-node records are ``Source``s."""
+    stablehlo = importlib.import_module("modelprov.stablehlo")
+    assert stablehlo.FxNodeInfo is modelprov.Source

@@ -8,6 +8,8 @@ import subprocess
 import sys
 
 from modelprov.core._scoping import (
+    Applied,
+    KeyScoping,
     ancestors_outer_first,
     applies_to_output,
     module_scoped_keys,
@@ -56,3 +58,43 @@ def test_the_rules_load_no_torch() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
     )
     assert result.stdout.strip() == "False"
+
+
+def test_the_innermost_declaring_module_wins_each_key_of_a_source() -> None:
+    policies = Policies({"custom.max": from_output})
+    scoping = KeyScoping(
+        {
+            "": {"custom.owner": "root"},
+            "block": {"custom.max": "2", "custom.owner": "block"},
+            "block.inner": {"custom.max": "1"},
+        },
+        policies,
+    )
+    asked: list[str] = []
+
+    def leaves(module: str) -> bool:
+        asked.append(module)
+        return True
+
+    applied = scoping.source_keys("block.inner", leaves=leaves, produces_output=False)
+    assert applied == {
+        "custom.owner": Applied("block", from_output=False),
+        "custom.max": Applied("1", from_output=True),
+    }
+    assert asked == ["block", "block.inner"]  # only modules declaring value-scoped keys
+    # The output leaves the inner module only: the outer module's value-scoped key is not its.
+    only_inner = scoping.source_keys("block.inner", leaves=lambda module: module == "block.inner")
+    assert only_inner["custom.max"] == Applied("1", from_output=True)
+    inside = scoping.source_keys("block", leaves=lambda module: False)
+    assert inside == {"custom.owner": Applied("block", from_output=True)}
+
+
+def test_a_per_output_key_of_an_inner_module_lets_the_outer_value_through() -> None:
+    policies = Policies({"custom.*": from_output})
+    scoping = KeyScoping(
+        {"a": {"custom.output0.max": "9"}, "a.b": {"custom.output0.max": "1"}},
+        policies,
+        {"a": ("x",), "a.b": ("y",)},
+    )
+    applied = scoping.source_keys("a.b", leaves=lambda module: True, made={"x"})
+    assert applied == {"custom.output0.max": Applied("9", from_output=True)}

@@ -113,7 +113,12 @@ class FunctionizePass(ir.passes.InPlacePass):
     true when a call was made.
     """
 
-    level: Level = "aten"
+    level: Level = dataclasses.field(
+        default="aten",
+        metadata={
+            "help": "one function per ATen op (aten, the default) or per nn.Module call (module)"
+        },
+    )
     policies: Policies | None = None
 
     def __post_init__(self) -> None:

@@ -120,9 +120,11 @@ def _is_type(entry: object) -> bool:
     )
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class InlinePass(ir.passes.InPlacePass):
     """Replaces calls of functionize's functions (``pkg.torch.aten``, ``pkg.torch.module``)
-    by their bodies, restoring each call's own names and metadata."""
+    by their bodies, restoring each call's own names and metadata. A frozen dataclass like
+    the other passes; it has no options (fields) yet."""
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         table = read_table(model)

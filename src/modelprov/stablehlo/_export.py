@@ -138,6 +138,8 @@ def program_from_exported_program(
         ops=result.ops,
         nodes=infos,
         aliases=result.aliases,
+        scoping=result.scoping,
+        exits=result.exits,
         annotations={path: dict(values) for path, values in annotations.items()},
         exported_program=lowered.decomposed,
     )
