@@ -30,6 +30,7 @@ SUBCOMMANDS = (
     "audit",
     "diff",
     "demo",
+    "policies",
     "report",
     "overlay",
     "quantize",
