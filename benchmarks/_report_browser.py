@@ -22,7 +22,13 @@ def time_report(path: str) -> dict[str, object]:
         page = browser.new_page()
         started = time.perf_counter()
         page.goto("file://" + os.path.abspath(path), timeout=300.0)
-        ready = page.evaluate("document.body.dataset.ready") == "1"
+        ready = (
+            page.evaluate(
+                "new Promise(r => { const c = () => document.body.dataset.ready ? "
+                "r(document.body.dataset.ready) : setTimeout(c, 10); c(); })"
+            )
+            == "1"
+        )
         first_render = time.perf_counter() - started
         nodes = int(page.evaluate("document.getElementById('graph').dataset.nodeCount"))
         started = time.perf_counter()
