@@ -13,8 +13,9 @@ from tests._cdp import Browser, chromium_path
 __all__ = ["time_report"]
 
 
-def time_report(path: str) -> dict[str, object]:
-    """Seconds to first render, to a search, to a click; bytes; console errors."""
+def time_report(path: str, query: str = "layers.100.") -> dict[str, object]:
+    """Seconds to first render, to a search for ``query``, to a click on the first hit;
+    bytes; console errors."""
     binary = chromium_path()
     if binary is None:
         return {"skipped": "chromium is not installed"}
@@ -34,7 +35,7 @@ def time_report(path: str) -> dict[str, object]:
         started = time.perf_counter()
         page.evaluate(
             "(() => { const s = document.getElementById('search'); s.value = "
-            + json.dumps("layers.100.")
+            + json.dumps(query)
             + "; s.dispatchEvent(new Event('input')); })()"
         )
         page.evaluate("new Promise(r => setTimeout(r, 150))")
