@@ -391,7 +391,7 @@ class Policies(Mapping[str, Policy]):
     ``a | b`` combines, ``b`` winning; ``b`` may be a Policies or a plain dict.
     """
 
-    __slots__ = ("_default", "_entries")
+    __slots__ = ("_default", "_entries", "_resolved")
 
     def __init__(
         self, mapping: Mapping[str, Policy] | None = None, *, default: Policy | None = None
@@ -408,6 +408,7 @@ class Policies(Mapping[str, Policy]):
             entries[key] = policy
         self._entries = entries
         self._default: Policy = default if default is not None else union
+        self._resolved: dict[str, Policy] = {}  # immutable: each key resolves once
 
     @property
     def default(self) -> Policy:
@@ -439,6 +440,12 @@ class Policies(Mapping[str, Policy]):
 
     def resolve(self, key: str) -> Policy:
         """The policy that applies to ``key``."""
+        found = self._resolved.get(key)
+        if found is None:
+            found = self._resolved[key] = self._lookup(key)
+        return found
+
+    def _lookup(self, key: str) -> Policy:
         exact = self._entries.get(key)
         if exact is not None and not _is_glob(key):
             return exact

@@ -25,6 +25,8 @@ METADATA_READERS = frozenset({"Shape", "Size"})
 ``CastLike`` reads only the dtype of its second input."""
 
 _SUBGRAPH_OPS = frozenset({"If", "Loop", "Scan"})
+_GRAPH = ir.AttributeType.GRAPH
+_GRAPH_KINDS = (_GRAPH, ir.AttributeType.GRAPHS)
 
 
 def data_inputs(node: ir.Node, inputs: Iterable[ir.Value | None]) -> list[ir.Value]:
@@ -58,15 +60,18 @@ def _walk(graph: ir.Graph, nodes: list[ir.Node], subgraphs: list[ir.Graph]) -> N
     walk reaches it)."""
     for node in graph:
         nodes.append(node)
-        if not node.attributes:
+        attributes = node.attributes
+        if not attributes:
             continue
         inner: list[ir.Graph] = []
-        for attribute in node.attributes.values():
-            if attribute.is_ref():
+        # ``Attributes`` is a UserDict: its ``data`` dict iterates without per-item calls.
+        for attribute in getattr(attributes, "data", attributes).values():
+            kind = attribute.type
+            if kind not in _GRAPH_KINDS or attribute.is_ref():
                 continue
-            if attribute.type == ir.AttributeType.GRAPH:
+            if kind == _GRAPH:
                 inner.append(attribute.as_graph())
-            elif attribute.type == ir.AttributeType.GRAPHS:
+            else:
                 inner.extend(attribute.as_graphs())
         subgraphs.extend(inner)
         for subgraph in inner:

@@ -83,7 +83,7 @@ class Provenance:
             for node, ids in zip(nodes, node_ids, strict=True)
         }
         provenance = cls(table=table, node_sources=node_sources, value_sources={})
-        provenance.value_sources = provenance._read_value_sources(model)
+        provenance.value_sources = provenance._read_value_sources(model, nodes)
         for position, node in enumerate(nodes):
             marked = node.metadata_props.get(KEPT_FOR_RECALL_KEY)
             if marked is None:
@@ -95,11 +95,13 @@ class Provenance:
             )
         return provenance
 
-    def _read_value_sources(self, model: ir.Model) -> dict[ir.Value, frozenset[int]]:
-        derived = self.derived_value_sources(model)
+    def _read_value_sources(
+        self, model: ir.Model, nodes: list[ir.Node]
+    ) -> dict[ir.Value, frozenset[int]]:
+        derived = self.derived_value_sources(model, nodes)
         result: dict[ir.Value, frozenset[int]] = {}
         # Every node output: an explicit output_of also counts on a node with several sources.
-        for value in (value for node in all_nodes(model.graph) for value in node.outputs):
+        for value in (value for node in nodes for value in node.outputs):
             explicit = value.metadata_props.get(OUTPUT_OF_KEY)
             if explicit is not None:
                 ids = parse_ids(explicit, where=f"value {value.name!r}")
@@ -108,11 +110,14 @@ class Provenance:
                 result[value] = derived[value]
         return result
 
-    def derived_value_sources(self, model: ir.Model) -> dict[ir.Value, frozenset[int]]:
-        """Default rule: a value is a source's output when it leaves that source's nodes."""
+    def derived_value_sources(
+        self, model: ir.Model, nodes: list[ir.Node] | None = None
+    ) -> dict[ir.Value, frozenset[int]]:
+        """Default rule: a value is a source's output when it leaves that source's nodes.
+        ``nodes``: ``all_nodes(model.graph)``, when the caller has it."""
         graph_outputs = {value for graph in all_graphs(model.graph) for value in graph.outputs}
         result: dict[ir.Value, frozenset[int]] = {}
-        for node in all_nodes(model.graph):
+        for node in all_nodes(model.graph) if nodes is None else nodes:
             own = self.node_sources.get(node, frozenset())
             if len(own) != 1:
                 continue
@@ -212,9 +217,10 @@ class Provenance:
         policies = policies if policies is not None else DEFAULT_POLICIES
         max_bytes = trace_options.max_bytes if trace_options is not None else None
         source_keys = {key for source in self.table for key in source.metadata}
-        derived = self.derived_value_sources(model)
+        nodes = all_nodes(model.graph)
+        derived = self.derived_value_sources(model, nodes)
         carried: set[str] = set()
-        for position, node in enumerate(all_nodes(model.graph)):
+        for position, node in enumerate(nodes):
             indices = sorted(self.node_sources.get(node, frozenset()))
             outputs: set[int] = set()
             for value in node.outputs:
