@@ -9,6 +9,7 @@ from typing import TypeVar
 import onnx
 import onnx_ir as ir
 
+from modelprov._correspond import all_nodes
 from modelprov._io import load_model
 from modelprov._proto_check import read_proto
 from modelprov.onnx._duplicates import has_duplicate_keys, merge_duplicate_keys
@@ -79,14 +80,21 @@ def to_ir_copy(model: onnx.ModelProto | ir.Model, policies: Policies | None = No
 def _detach_attribute_tensors(model: ir.Model) -> None:
     """Gives every tensor attribute of ``model`` (graphs, subgraphs, functions) a tensor
     object of its own; an ``ir.Tensor``'s data is shared, other kinds are read into one."""
-    nodes = [*ir.traversal.RecursiveGraphIterator(model.graph)]
+    nodes = all_nodes(model.graph)
     for function in model.functions.values():
         nodes.extend(ir.traversal.RecursiveGraphIterator(function))
     for node in nodes:
-        for name, attribute in list(node.attributes.items()):
-            if attribute.type != ir.AttributeType.TENSOR:
-                continue
-            tensor = attribute.as_tensor()
+        attributes = node.attributes
+        # ``Attributes`` is a UserDict: its ``data`` dict iterates without per-item calls.
+        tensors = [
+            (name, attribute)
+            for name, attribute in getattr(attributes, "data", attributes).items()
+            if attribute.type == ir.AttributeType.TENSOR
+        ]
+        for name, attribute in tensors:
+            # The value of a TENSOR attribute is its tensor: as_tensor()'s runtime protocol
+            # check costs more than the copy.
+            tensor = attribute.value
             data = tensor.raw if isinstance(tensor, ir.Tensor) else tensor.numpy()
             own = ir.Tensor(
                 data,

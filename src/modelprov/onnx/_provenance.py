@@ -220,13 +220,17 @@ class Provenance:
         nodes = all_nodes(model.graph)
         derived = self.derived_value_sources(model, nodes)
         carried: set[str] = set()
+        scoped: dict[int, bool] = {}  # per source: has a value-scoped key
         for position, node in enumerate(nodes):
             indices = sorted(self.node_sources.get(node, frozenset()))
             outputs: set[int] = set()
-            for value in node.outputs:
-                outputs.update(self.value_sources.get(value, frozenset()))
+            if len(indices) != 1 or _has_scoped_key(self.table, indices[0], policies, scoped):
+                # Only merges read which sources a node's outputs are.
+                for value in node.outputs:
+                    outputs.update(self.value_sources.get(value, frozenset()))
+            label = node_label(node, position)
             merged = self.merged_metadata(
-                indices, outputs, policies, label=node_label(node, position), max_bytes=max_bytes
+                indices, outputs, policies, label=label, max_bytes=max_bytes
             )
             foreign = {
                 key: value
@@ -236,7 +240,6 @@ class Provenance:
             node.metadata_props.clear()
             node.metadata_props.update(merged)
             node.metadata_props.update(foreign)
-            label = node_label(node, position)
             marked = self.kept_for_recall.get(node)
             if marked:
                 node.metadata_props[KEPT_FOR_RECALL_KEY] = dump_ids(self.table.ids(sorted(marked)))
@@ -259,6 +262,8 @@ class Provenance:
         self, value: ir.Value, policies: Policies, derived: frozenset[int] | None
     ) -> None:
         sources = sorted(self.value_sources.get(value, frozenset()))
+        if not sources and not derived and not value.metadata_props:
+            return  # nothing to remove, nothing to write
         for key in [key for key in value.metadata_props if policies.is_value_scoped(key)]:
             del value.metadata_props[key]
         value.metadata_props.pop(OUTPUT_OF_KEY, None)
@@ -291,11 +296,10 @@ class Provenance:
         merged: dict[str, str] = {}
         sources = [self.table[index] for index in indices]
         for key in _ordered_keys(sources):
-            values, ids = _values_of(self.table, indices, key)
-            scoped = policies.is_value_scoped(key)
-            if len(sources) == 1 and not scoped:
+            if len(sources) == 1 and not policies.is_value_scoped(key):
                 result: str | None = sources[0].metadata[key]
             else:
+                values, ids = _values_of(self.table, indices, key)
                 flags = tuple(self.table.index_of(i) in outputs for i in ids)
                 result = policies.merge(key, values, MergeContext(key, label, flags, ids))
             if result is None:
@@ -305,9 +309,20 @@ class Provenance:
                 and max_bytes is not None
                 and len(result.encode()) > max_bytes
             ):
+                values, _ = _values_of(self.table, indices, key)
                 result = _stack_trace.format_merged_traces(values, max_bytes=max_bytes)
             merged[key] = result
         return merged
+
+
+def _has_scoped_key(
+    table: SourceTable, index: int, policies: Policies, known: dict[int, bool]
+) -> bool:
+    """True when the source at ``index`` has a value-scoped key (``known`` caches it)."""
+    found = known.get(index)
+    if found is None:
+        found = known[index] = any(policies.is_value_scoped(key) for key in table[index].metadata)
+    return found
 
 
 def _ordered_keys(sources: Iterable[Source]) -> list[str]:
