@@ -60,12 +60,13 @@ def _walk(graph: ir.Graph, nodes: list[ir.Node], subgraphs: list[ir.Graph]) -> N
     walk reaches it)."""
     for node in graph:
         nodes.append(node)
+        # ``Attributes`` is a UserDict: its ``data`` dict is read without per-item calls.
         attributes = node.attributes
+        attributes = getattr(attributes, "data", attributes)
         if not attributes:
             continue
         inner: list[ir.Graph] = []
-        # ``Attributes`` is a UserDict: its ``data`` dict iterates without per-item calls.
-        for attribute in getattr(attributes, "data", attributes).values():
+        for attribute in attributes.values():
             kind = attribute.type
             if kind not in _GRAPH_KINDS or attribute.is_ref():
                 continue
@@ -94,11 +95,12 @@ class Snapshot:
     @classmethod
     def of(cls, graph: ir.Graph) -> Snapshot:
         """Takes a snapshot of ``graph`` and all its subgraphs."""
-        nodes = all_nodes(graph)
+        nodes: list[ir.Node] = []
+        graphs = [graph]
+        _walk(graph, nodes, graphs)  # all_nodes and all_graphs in one walk
         inputs = {node: tuple(node.inputs) for node in nodes}
         outputs = {node: tuple(node.outputs) for node in nodes}
         producer = {value: node for node in nodes for value in node.outputs}
-        graphs = all_graphs(graph)
         boundary: set[ir.Value] = set()
         for each in graphs:
             boundary.update(each.inputs)
