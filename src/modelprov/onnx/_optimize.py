@@ -71,7 +71,7 @@ def track(
     return StepRecord(
         name=name,
         nodes_before=len(before.nodes),
-        nodes_after=len(all_nodes(model.graph)),
+        nodes_after=len(change.same) + len(change.new_nodes),  # every node, matched or new
         new_nodes=len(change.new_nodes),
         removed_nodes=len(change.removed),
         eliminated_nodes=len(change.eliminated),
