@@ -223,15 +223,22 @@ class Provenance:
         scoped: dict[int, bool] = {}  # per source: has a value-scoped key
         for position, node in enumerate(nodes):
             indices = sorted(self.node_sources.get(node, frozenset()))
-            outputs: set[int] = set()
-            if len(indices) != 1 or _has_scoped_key(self.table, indices[0], policies, scoped):
-                # Only merges read which sources a node's outputs are.
+            label = node_label(node, position)
+            if (
+                len(indices) == 1
+                and max_bytes is None
+                and not _has_scoped_key(self.table, indices[0], policies, scoped)
+            ):
+                # One source, nothing to merge or budget: its metadata as it is (what
+                # merged_metadata returns then, without asking a policy key by key).
+                merged = dict(self.table[indices[0]].metadata)
+            else:
+                outputs: set[int] = set()
                 for value in node.outputs:
                     outputs.update(self.value_sources.get(value, frozenset()))
-            label = node_label(node, position)
-            merged = self.merged_metadata(
-                indices, outputs, policies, label=label, max_bytes=max_bytes
-            )
+                merged = self.merged_metadata(
+                    indices, outputs, policies, label=label, max_bytes=max_bytes
+                )
             foreign = {
                 key: value
                 for key, value in node.metadata_props.items()
