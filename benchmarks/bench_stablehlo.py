@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import torch
 
-from modelprov.policy import DEFAULT_POLICIES
+from modelprov.core.policy import DEFAULT_POLICIES
 from modelprov.stablehlo._export import program_from_exported_program
 from modelprov.stablehlo._lower import plain_torchax_export
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from modelprov._sources import Source, SourceTable
+from modelprov.core._sources import Source, SourceTable
 
 __all__ = ["synthetic_model"]
 

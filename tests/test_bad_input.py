@@ -143,7 +143,7 @@ def test_duplicate_keys_are_merged_by_policy_not_last_wins(export_of):
 
 
 def _inflated(table: str) -> str:
-    from modelprov._sources import SourceTable
+    from modelprov.core._sources import SourceTable
 
     if not table:
         return ""

@@ -13,8 +13,8 @@ import textwrap
 import onnx_ir as ir
 import pytest
 
-from modelprov import keys
-from modelprov._sources import node_label
+from modelprov.core import keys
+from modelprov.core._sources import node_label
 from tests.conftest import fresh_export
 
 _SRC = pathlib.Path(__file__).resolve().parents[1] / "src"
@@ -26,7 +26,7 @@ _ALSO_THE_PACKAGE_PREFIX = "modelprov."
 
 
 def _key_values() -> dict[str, str]:
-    """Every string (and string-tuple element) constant of modelprov.keys, by value."""
+    """Every string (and string-tuple element) constant of modelprov.core.keys, by value."""
     values: dict[str, str] = {}
     for name in keys.__all__:
         constant = getattr(keys, name)
@@ -95,8 +95,8 @@ def test_node_label_names_unnamed_nodes_by_position() -> None:
     assert node_label(None, "Relu", 0) == "Relu@0"
 
 
-def test_keys_module_loads_no_heavy_library() -> None:
-    code = "import sys, modelprov.keys; "
+def test_the_core_loads_no_heavy_library() -> None:
+    code = "import sys, modelprov.core; "
     code += "print(sorted(m for m in ('torch', 'jax', 'onnxscript') if m in sys.modules))"
     assert _run(code) == "[]"
 

@@ -20,10 +20,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from modelprov import _stack_trace, policy
-from modelprov._sources import Source, SourceTable
+from modelprov.core import _stack_trace, policy
+from modelprov.core._sources import Source, SourceTable
+from modelprov.core.policy import MergeContext
 from modelprov.errors import MetadataError
-from modelprov.policy import MergeContext
 
 THOROUGH_EXAMPLES = 10_000
 _COMMON = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow], "derandomize": True}

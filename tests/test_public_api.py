@@ -13,7 +13,7 @@ import types
 import pytest
 
 import modelprov
-import modelprov.policy
+import modelprov.core.policy
 
 PUBLIC_API: dict[str, list[str]] = {
     "modelprov": [
@@ -147,6 +147,25 @@ PUBLIC_API: dict[str, list[str]] = {
         "TORCH_PREFIX",
         "VARIANT_KEY",
     ],
+    "modelprov.core": [
+        "DEFAULT_POLICIES",
+        "Change",
+        "Frame",
+        "MergeContext",
+        "Policies",
+        "Policy",
+        "Provenance",
+        "Snapshot",
+        "Source",
+        "SourceTable",
+        "TraceOptions",
+        "correspond",
+        "dump_ids",
+        "keys",
+        "node_label",
+        "parse_ids",
+        "policy",
+    ],
     "modelprov.onnx": [],
     "modelprov.policy": [
         "DEFAULT_POLICIES",
@@ -191,6 +210,8 @@ PUBLIC_API: dict[str, list[str]] = {
         "restore_attributes",
     ],
 }
+PUBLIC_API["modelprov.core.keys"] = PUBLIC_API["modelprov.keys"]
+PUBLIC_API["modelprov.core.policy"] = PUBLIC_API["modelprov.policy"]
 
 
 @pytest.mark.parametrize("module_name", sorted(PUBLIC_API))
@@ -229,4 +250,10 @@ def test_every_public_module_is_pinned() -> None:
 
 
 def test_policy_module_names() -> None:
-    assert set(modelprov.policy.__all__) >= {"union", "join", "value_scoped", "Policies"}
+    assert set(modelprov.core.policy.__all__) >= {"union", "join", "value_scoped", "Policies"}
+
+
+def test_stablehlo_fx_node_info_is_the_source_record() -> None:
+    """One record type for a source: StableHLO's per-FX-node records are ``Source``s."""
+    stablehlo = importlib.import_module("modelprov.stablehlo")
+    assert stablehlo.FxNodeInfo is modelprov.Source

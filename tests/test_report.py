@@ -13,8 +13,8 @@ import pytest
 
 import modelprov
 from modelprov import _examples
-from modelprov._correspond import all_nodes
-from modelprov._stack_trace import display_path
+from modelprov.core._correspond import all_nodes
+from modelprov.core._stack_trace import display_path
 from modelprov.onnx._aten_call import ATEN_CALL_KEY
 from modelprov.report import node_state, report, write_report
 from modelprov.report._data import report_data

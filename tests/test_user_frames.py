@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import modelprov
-from modelprov import _stack_trace
+from modelprov.core import _stack_trace
 from modelprov.onnx._lookup import node_sources
 
 USER_MODEL = textwrap.dedent(
@@ -122,7 +122,7 @@ def test_trace_options_user_code_reaches_the_sources(
     model, _ = user_export
     options = modelprov.TraceOptions(user_code=lambda file: file.endswith("linear.py"))
     optimized = modelprov.optimize(model, trace_options=options)
-    from modelprov.onnx._provenance import Provenance
+    from modelprov.core._provenance import Provenance
 
     table = Provenance.read(optimized, trace_options=options).table
     linear = [s for s in table if s.target and "linear" in s.target]

@@ -6,7 +6,7 @@ Public API (everything else lives in private modules)::
     modelprov.optimize(model, *, policies=None, rules=None)
     modelprov.recover(original, optimized)
     modelprov.sources(model, node), modelprov.SourceIndex(model)
-    modelprov.Policies, modelprov.DEFAULT_POLICIES, modelprov.policy.*
+    modelprov.Policies, modelprov.DEFAULT_POLICIES, modelprov.core.policy.*
     modelprov.audit(model), modelprov.diff(before, after)
 
 The names that need torch or onnxscript (export, optimize, annotate, calibrate, functionize,
@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 from modelprov import errors, policy
 from modelprov._join import join_sources
-from modelprov._sources import Source
-from modelprov._stack_trace import TraceOptions
 from modelprov.audit import AuditReport, DiffReport, Recall, audit, diff
+from modelprov.core._sources import Source
+from modelprov.core._stack_trace import TraceOptions
 from modelprov.onnx._inline import InlinePass, inline
 from modelprov.onnx._lookup import SourceIndex, sources
 from modelprov.onnx._recover import RecoveryReport, recover, recover_with_report

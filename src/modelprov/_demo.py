@@ -14,7 +14,8 @@ import torch
 from modelprov import _examples
 from modelprov._io import save_model
 from modelprov.audit import diff
-from modelprov.keys import STACK_TRACE_KEY
+from modelprov.core._stack_trace import display_location
+from modelprov.core.keys import STACK_TRACE_KEY
 from modelprov.onnx._export import export
 from modelprov.onnx._lookup import sources
 from modelprov.report import write_report
@@ -56,7 +57,7 @@ def run_demo(out: TextIO, *, folder: str | None = None) -> str:
                 f"nodes without sources {len(report.nodes_without_sources)}\n"
             )
             for fx, where in list(report.lost_sources.items())[:3]:
-                out.write(f"      lost {fx} ({where})\n")
+                out.write(f"      lost {fx} ({display_location(where) if where else '?'})\n")
         merged = [node for node in ours.graph if len(sources(ours, node)) > 1]
         if merged:
             node = merged[0]
@@ -64,7 +65,8 @@ def run_demo(out: TextIO, *, folder: str | None = None) -> str:
                 f"  a fused node, {node.op_type} {node.name!r}, now says where it came from:\n"
             )
             for source in sources(ours, node):
-                out.write(f"      {source.fx_node:<28} {source.file}:{source.line}\n")
+                where = display_location(f"{source.file}:{source.line}") if source.file else "?"
+                out.write(f"      {source.fx_node:<28} {where}\n")
             trace = node.metadata_props.get(STACK_TRACE_KEY, "")
             out.write("    its stack_trace metadata:\n")
             out.write("".join(f"      | {line}\n" for line in trace.split("\n")[:12]))

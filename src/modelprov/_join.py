@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any
 import onnx
 import onnx_ir as ir
 
-from modelprov._sources import Source, shared_id_list
-from modelprov.keys import SOURCE_NODE_KEY
+from modelprov.core._provenance import node_label
+from modelprov.core._sources import Source, shared_id_list
+from modelprov.core.keys import SOURCE_NODE_KEY
 from modelprov.onnx._lookup import node_sources
-from modelprov.onnx._provenance import node_label
 
 if TYPE_CHECKING:
     from modelprov.stablehlo import StableHLOProgram

@@ -78,7 +78,7 @@ def _packed(raw: bytes) -> str:
 
 
 def _good_table(proto: onnx.ModelProto) -> dict[str, object]:
-    from modelprov._sources import SourceTable
+    from modelprov.core._sources import SourceTable
 
     text = next(e.value for e in proto.metadata_props if e.key == "modelprov.sources")
     table, order = SourceTable.loads(text)

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import modelprov
-from modelprov._sources import shared_id_list
+from modelprov.core._sources import shared_id_list
 from modelprov.stablehlo import read_mlir_sources, restore_attributes
 from tests.stablehlo import _downstream
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from modelprov.policy import Policies, from_output
+from modelprov.core.policy import Policies, from_output
 from modelprov.stablehlo import StableHLOProgram, export_stablehlo, load_exported
 
 pytest.importorskip("jax")

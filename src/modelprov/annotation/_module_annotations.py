@@ -10,8 +10,8 @@ from collections.abc import Collection, Mapping
 
 import torch
 
-from modelprov._scoping import ancestors_outer_first
 from modelprov.annotation._values import check_key, format_value
+from modelprov.core._scoping import ancestors_outer_first
 from modelprov.errors import AnnotationError
 
 __all__ = [

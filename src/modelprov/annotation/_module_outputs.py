@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from modelprov._scoping import output_index
+from modelprov.core._scoping import output_index
 
 __all__ = ["module_output_nodes", "output_index", "per_output_modules"]
 

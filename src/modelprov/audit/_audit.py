@@ -21,9 +21,9 @@ import onnx_ir as ir
 
 from modelprov._io import load_model_proto
 from modelprov._proto_check import text_problems
-from modelprov._sources import MAX_VALUE_BYTES, Source, collect_sources, node_label
+from modelprov.core._sources import MAX_VALUE_BYTES, Source, collect_sources, node_label
+from modelprov.core.keys import ATEN_DOMAIN, AUDIT_FORMAT, MODULE_DOMAIN
 from modelprov.errors import MetadataError
-from modelprov.keys import ATEN_DOMAIN, AUDIT_FORMAT, MODULE_DOMAIN
 
 __all__ = [
     "AuditReport",

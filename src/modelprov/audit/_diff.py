@@ -9,10 +9,11 @@ from typing import Any
 
 import onnx_ir as ir
 
-from modelprov._correspond import all_nodes
-from modelprov._sources import Source
 from modelprov.audit._audit import has_provenance
-from modelprov.keys import DIFF_FORMAT
+from modelprov.core._correspond import all_nodes
+from modelprov.core._sources import Source
+from modelprov.core._stack_trace import display_location
+from modelprov.core.keys import DIFF_FORMAT
 from modelprov.onnx._convert import AnyModel, as_ir
 from modelprov.onnx._lookup import function_body_sources, node_sources
 
@@ -123,7 +124,7 @@ class DiffReport:
             lines.append(
                 f"  lost {fx}"
                 + (" [dyn]" if fx in dynamic else "")
-                + (f"  ({where})" if where else "")
+                + (f"  ({display_location(where)})" if where else "")
             )
         return "\n".join(lines)
 

@@ -11,7 +11,8 @@ import onnx
 import onnx_ir as ir
 
 from modelprov.audit._diff import DiffReport, diff
-from modelprov.keys import OPTIMIZE_REPORT_FORMAT
+from modelprov.core._stack_trace import display_location
+from modelprov.core.keys import OPTIMIZE_REPORT_FORMAT
 from modelprov.onnx._lookup import node_sources
 
 if TYPE_CHECKING:
@@ -52,7 +53,7 @@ class StepReport:
             f"{len(self.lost_sources)} sources lost"
         ]
         lines += [
-            f"  lost {source}" + (f"  ({where})" if where else "")
+            f"  lost {source}" + (f"  ({display_location(where)})" if where else "")
             for source, where in self.lost_sources.items()
         ]
         return "\n".join(lines)

@@ -1,27 +1,27 @@
 """Put per-module user annotations on the nodes of a fresh torch.onnx export.
 
 Each key becomes part of the metadata of every source (FX node) it applies to, so it merges
-by its policy like any other key. Module-scoped keys apply to every FX node computed by the
-module or its submodules (a child's own value overrides its parent's). Value-scoped keys
-(policy ``from_output`` or declared value-scoped) apply to the FX nodes whose outputs leave
-the module (read outside it, or returned); the policy then writes them only on the node that
-produces that tensor, and on the tensor's value info.
+by its policy like any other key. Which keys apply is decided by ``core._scoping`` for both
+backends (module-scoped keys on everything a module computes, value-scoped keys on the FX
+nodes whose outputs leave the module, the innermost declaring module winning); this module
+answers which FX nodes' outputs leave a module (read outside it, or returned). The policy
+then writes a value-scoped key only on the node producing that tensor, and on its value info.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping
 
 import onnx_ir as ir
 
-from modelprov._correspond import all_nodes
-from modelprov._scoping import applies_to_output, module_scoped_keys, value_scoped_keys, within
-from modelprov._sources import _literal_list, fx_node_name
-from modelprov.annotation import effective_annotations
-from modelprov.keys import NAME_SCOPES_KEY
+from modelprov.core._correspond import all_nodes
+from modelprov.core._scoping import KeyScoping, within
+from modelprov.core._sources import _literal_list, fx_node_name
+from modelprov.core.keys import NAME_SCOPES_KEY
+from modelprov.core.policy import Policies
 from modelprov.onnx._source_nodes import SOURCE_NODE_KEY
-from modelprov.policy import Policies
 
 __all__ = ["apply_annotations", "module_path_of"]
 
@@ -75,31 +75,29 @@ def apply_annotations(
 ) -> None:
     """Writes the annotations onto the nodes of an unoptimized export, in place.
 
-    ``output_nodes`` (module path -> user-program nodes producing its outputs, in order) puts
-    a per-output key (``custom.output1.max``) only on the node producing that output.
+    Which keys apply to a node's source is :class:`KeyScoping`'s decision; this backend
+    answers which FX nodes' outputs leave a module and which user-program nodes an FX node
+    made. ``output_nodes`` (module path -> user-program nodes producing its outputs, in
+    order) puts a per-output key (``custom.output1.max``) only on the node producing it.
     """
-    value_scoped: dict[str, dict[str, str]] = {}
-    outputs = output_nodes or {}
-    made = _user_nodes(model) if outputs else {}
-    # Outer modules first, so an inner module's value for the same tensor wins.
-    for module in sorted(normalized, key=lambda path: (path != "", path.count("."), path)):
-        scoped = value_scoped_keys(normalized[module], policies)
-        if not scoped:
-            continue
-        for fx_name in _leaving_fx_nodes(model, module):
-            value_scoped.setdefault(fx_name, {}).update(
-                {
-                    key: value
-                    for key, value in scoped.items()
-                    if applies_to_output(key, outputs.get(module), made.get(fx_name, set()))
-                }
-            )
-    module_scoped = module_scoped_keys(normalized, policies)
+    scoping = KeyScoping(normalized, policies, output_nodes)
+    made = _user_nodes(model) if output_nodes else {}
+    leaving: dict[str, set[str]] = {}
+
+    def leaves(fx_name: str, module: str) -> bool:
+        if module not in leaving:
+            leaving[module] = _leaving_fx_nodes(model, module)
+        return fx_name in leaving[module]
+
     for node in all_nodes(model.graph):
         fx_name = fx_node_name(node.metadata_props)
         path = module_path_of(node)
         if path is not None:
-            node.metadata_props.update(effective_annotations(module_scoped, path))
+            applied = scoping.source_keys(
+                path,
+                leaves=functools.partial(leaves, fx_name),
+                made=made.get(fx_name, set()),
+            )
+            node.metadata_props.update({key: item.value for key, item in applied.items()})
         if fx_name:
-            node.metadata_props.update(value_scoped.get(fx_name, {}))
             node.metadata_props.update(fx_custom.get(fx_name, {}))

@@ -22,8 +22,8 @@ from modelprov._torch_compat import (
     tensor_argument_kind,
 )
 from modelprov._torch_compat import schema_by_name as schema_of
+from modelprov.core.keys import ATEN_CALL_KEY, ATEN_SCHEMAS_FORMAT, ATEN_SCHEMAS_KEY, FX_NODE_KEY
 from modelprov.errors import MetadataError
-from modelprov.keys import ATEN_CALL_KEY, ATEN_SCHEMAS_FORMAT, ATEN_SCHEMAS_KEY, FX_NODE_KEY
 from modelprov.onnx._wrap import function_name
 
 __all__ = [

@@ -13,10 +13,10 @@ from typing import Any
 
 import torch
 
-from modelprov._correspond import all_nodes
-from modelprov._sources import fx_node_name
 from modelprov._torch_compat import is_op_overload, op_schema
-from modelprov.keys import ATEN_CALL_KEY, ATEN_SCHEMAS_KEY
+from modelprov.core._correspond import all_nodes
+from modelprov.core._sources import fx_node_name
+from modelprov.core.keys import ATEN_CALL_KEY, ATEN_SCHEMAS_KEY
 from modelprov.onnx._aten_call import bind, dump_schemas
 
 __all__ = ["record_aten_calls"]

@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from modelprov._correspond import all_nodes
-from modelprov._sources import (
+from modelprov.core._correspond import all_nodes
+from modelprov.core._provenance import Provenance, node_label
+from modelprov.core._sources import (
     SourceTable,
     carries_source,
     collect_sources,
     dump_ids,
 )
-from modelprov.keys import NODE_SOURCES_KEY, TABLE_KEY
-from modelprov.onnx._provenance import Provenance, node_label
-from modelprov.policy import DEFAULT_POLICIES, Policies
+from modelprov.core.keys import NODE_SOURCES_KEY, TABLE_KEY
+from modelprov.core.policy import DEFAULT_POLICIES, Policies
 
 __all__ = ["call_metadata", "rewrite_table"]
 

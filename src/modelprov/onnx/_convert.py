@@ -9,11 +9,11 @@ from typing import TypeVar
 import onnx
 import onnx_ir as ir
 
-from modelprov._correspond import all_nodes
 from modelprov._io import load_model
 from modelprov._proto_check import read_proto
+from modelprov.core._correspond import all_nodes
+from modelprov.core.policy import Policies
 from modelprov.onnx._duplicates import has_duplicate_keys, merge_duplicate_keys
-from modelprov.policy import Policies
 
 __all__ = [
     "AnyModel",

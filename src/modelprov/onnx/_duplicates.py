@@ -13,7 +13,7 @@ from typing import Any
 
 import onnx
 
-from modelprov.policy import DEFAULT_POLICIES, MergeContext, Policies
+from modelprov.core.policy import DEFAULT_POLICIES, MergeContext, Policies
 
 __all__ = ["has_duplicate_keys", "merge_duplicate_keys", "merged_entries"]
 

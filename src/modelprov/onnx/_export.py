@@ -11,20 +11,20 @@ import torch
 import torch.onnx.verification
 
 from modelprov._io import PROTOBUF_LIMIT, save_model
-from modelprov._stack_trace import TraceOptions
 from modelprov.annotation import annotations as stored_annotations
 from modelprov.annotation import module_paths, normalize_annotations
 from modelprov.annotation._fx_custom import fx_custom_metadata
 from modelprov.annotation._module_outputs import module_output_nodes, per_output_modules
+from modelprov.core._provenance import Provenance
+from modelprov.core._stack_trace import TraceOptions
+from modelprov.core.policy import DEFAULT_POLICIES, Policies
 from modelprov.errors import AnnotationError, ExportError, VerificationError
 from modelprov.onnx._annotations import apply_annotations
 from modelprov.onnx._aten_record import record_aten_calls
 from modelprov.onnx._capture import capture_program
 from modelprov.onnx._export_report import OutputCheck, provenance_counts, write_export_report
 from modelprov.onnx._optimize import OptimizeProvenancePass
-from modelprov.onnx._provenance import Provenance
 from modelprov.onnx._source_nodes import record_source_nodes
-from modelprov.policy import DEFAULT_POLICIES, Policies
 
 __all__ = ["export"]
 

@@ -8,7 +8,7 @@ import onnx
 import onnx_ir as ir
 
 from modelprov._proto_check import read_proto
-from modelprov.keys import ATEN_DOMAIN, ATEN_TARGET_KEY, MODULE_CLASS_KEY, MODULE_DOMAIN
+from modelprov.core.keys import ATEN_DOMAIN, ATEN_TARGET_KEY, MODULE_CLASS_KEY, MODULE_DOMAIN
 from modelprov.onnx._wrap import function_name
 
 __all__ = ["find_calls"]

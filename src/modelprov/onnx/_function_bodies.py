@@ -14,10 +14,10 @@ from __future__ import annotations
 import onnx_ir as ir
 import onnx_ir.passes.common as common_passes
 
-from modelprov._correspond import all_nodes
-from modelprov._sources import Source, original_metadata, own_source_id
-from modelprov.keys import ATEN_DOMAIN, MODULE_DOMAIN
-from modelprov.onnx._provenance import Provenance, node_label
+from modelprov.core._correspond import all_nodes
+from modelprov.core._provenance import Provenance, node_label
+from modelprov.core._sources import Source, original_metadata, own_source_id
+from modelprov.core.keys import ATEN_DOMAIN, MODULE_DOMAIN
 
 __all__ = [
     "add_body_sources",

@@ -28,8 +28,9 @@ from typing import Literal, overload
 import onnx
 import onnx_ir as ir
 
-from modelprov._sources import _literal_list
-from modelprov.keys import (
+from modelprov.core._provenance import Provenance
+from modelprov.core._sources import _literal_list
+from modelprov.core.keys import (
     ATEN_DOMAIN,
     ATEN_SCHEMA_KEY,
     ATEN_SCHEMAS_KEY,
@@ -39,6 +40,7 @@ from modelprov.keys import (
     MODULE_DOMAIN,
     NAME_SCOPES_KEY,
 )
+from modelprov.core.policy import Policies
 from modelprov.onnx._aten_call import (
     AtenCall,
     call_of,
@@ -49,7 +51,6 @@ from modelprov.onnx._aten_call import (
 )
 from modelprov.onnx._call_provenance import call_metadata, rewrite_table
 from modelprov.onnx._convert import run_on_copy
-from modelprov.onnx._provenance import Provenance
 from modelprov.onnx._wrap import (
     Region,
     Wrapper,
@@ -57,7 +58,6 @@ from modelprov.onnx._wrap import (
     has_subgraphs,
     is_constant,
 )
-from modelprov.policy import Policies
 
 __all__ = [
     "ATEN_TARGET_KEY",
@@ -113,7 +113,12 @@ class FunctionizePass(ir.passes.InPlacePass):
     true when a call was made.
     """
 
-    level: Level = "aten"
+    level: Level = dataclasses.field(
+        default="aten",
+        metadata={
+            "help": "one function per ATen op (aten, the default) or per nn.Module call (module)"
+        },
+    )
     policies: Policies | None = None
 
     def __post_init__(self) -> None:

@@ -11,6 +11,7 @@ it). Functions no call uses any more are removed; other functions are left alone
 from __future__ import annotations
 
 import collections
+import dataclasses
 import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, overload
@@ -18,17 +19,17 @@ from typing import Any, overload
 import onnx
 import onnx_ir as ir
 
-from modelprov.errors import MetadataError
-from modelprov.keys import (
+from modelprov.core._provenance import Provenance
+from modelprov.core.keys import (
     ATEN_DOMAIN,
     CONSTANT_OF_KEY,
     INLINE_KEY,
     INLINE_OUTPUTS_META,
     MODULE_DOMAIN,
 )
+from modelprov.errors import MetadataError
 from modelprov.onnx._call_provenance import rewrite_table
 from modelprov.onnx._convert import run_on_copy
-from modelprov.onnx._provenance import Provenance
 from modelprov.onnx._wrap import INLINE_VERSION, type_from_json
 
 __all__ = ["InlinePass", "inline"]
@@ -119,9 +120,11 @@ def _is_type(entry: object) -> bool:
     )
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class InlinePass(ir.passes.InPlacePass):
     """Replaces calls of functionize's functions (``pkg.torch.aten``, ``pkg.torch.module``)
-    by their bodies, restoring each call's own names and metadata."""
+    by their bodies, restoring each call's own names and metadata. A frozen dataclass like
+    the other passes; it has no options (fields) yet."""
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         provenance = Provenance.read(model)

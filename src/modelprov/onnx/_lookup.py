@@ -16,11 +16,11 @@ from collections.abc import Iterator, Mapping
 import onnx
 import onnx_ir as ir
 
-from modelprov._correspond import all_nodes
 from modelprov._gc import gc_paused
-from modelprov._sources import TABLE_KEY, Source, SourceTable, collect_sources, node_label
+from modelprov.core._correspond import all_nodes
+from modelprov.core._sources import TABLE_KEY, Source, SourceTable, collect_sources, node_label
+from modelprov.core.keys import ATEN_DOMAIN, MODULE_DOMAIN
 from modelprov.errors import UsageError
-from modelprov.keys import ATEN_DOMAIN, MODULE_DOMAIN
 from modelprov.onnx._duplicates import merged_entries
 
 __all__ = ["SourceIndex", "function_body_sources", "node_sources", "proto_nodes", "sources"]

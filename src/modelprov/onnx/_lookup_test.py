@@ -13,7 +13,7 @@ import torch
 
 import modelprov
 from modelprov import _examples
-from modelprov._sources import TABLE_KEY, Source, SourceTable, collect_sources, node_label
+from modelprov.core._sources import TABLE_KEY, Source, SourceTable, collect_sources, node_label
 from modelprov.onnx._lookup import SourceIndex, proto_nodes
 
 

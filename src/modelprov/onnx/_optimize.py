@@ -19,8 +19,10 @@ import onnx_ir.passes.common as common_passes
 import onnxscript.optimizer
 import onnxscript.rewriter
 
-from modelprov._correspond import Change, Snapshot, all_nodes, correspond
-from modelprov._stack_trace import TraceOptions
+from modelprov.core._correspond import Change, Snapshot, all_nodes, correspond
+from modelprov.core._provenance import Provenance
+from modelprov.core._stack_trace import TraceOptions
+from modelprov.core.policy import Policies
 from modelprov.onnx._convert import run_on_copy
 from modelprov.onnx._function_bodies import (
     add_body_sources,
@@ -29,8 +31,6 @@ from modelprov.onnx._function_bodies import (
     inline_user_functions,
 )
 from modelprov.onnx._model_state import model_state
-from modelprov.onnx._provenance import Provenance
-from modelprov.policy import Policies
 
 __all__ = ["OptimizeProvenancePass", "OptimizeResult", "StepRecord", "optimize"]
 

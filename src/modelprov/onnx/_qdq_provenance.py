@@ -25,10 +25,10 @@ import dataclasses
 
 import onnx_ir as ir
 
-from modelprov._correspond import all_nodes
-from modelprov.onnx._provenance import Provenance
+from modelprov.core._correspond import all_nodes
+from modelprov.core._provenance import Provenance
+from modelprov.core.policy import Policies
 from modelprov.onnx._recover import CONFIDENCE_KEY, recover
-from modelprov.policy import Policies
 
 __all__ = ["QDQ_OPS", "QdqAttribution", "attribute_quantized", "is_qdq", "quantized_source"]
 

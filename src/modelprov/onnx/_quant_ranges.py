@@ -24,10 +24,10 @@ from collections.abc import Mapping
 
 import onnx_ir as ir
 
-from modelprov._correspond import all_nodes
-from modelprov._scoping import within
+from modelprov.core._correspond import all_nodes
+from modelprov.core._scoping import within
+from modelprov.core.keys import RANGE_MAX_KEY, RANGE_MIN_KEY
 from modelprov.errors import QuantizationError
-from modelprov.keys import RANGE_MAX_KEY, RANGE_MIN_KEY
 from modelprov.onnx._annotations import module_path_of
 
 __all__ = [

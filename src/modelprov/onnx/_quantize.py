@@ -36,10 +36,10 @@ import onnx
 import onnx_ir as ir
 
 from modelprov._io import load_model_proto, save_model
+from modelprov.core.policy import Policies
 from modelprov.errors import MissingDependencyError, QuantizationError
 from modelprov.onnx._qdq_provenance import attribute_quantized
 from modelprov.onnx._quant_ranges import RANGE_MAX_KEY, RANGE_MIN_KEY, model_ranges
-from modelprov.policy import Policies
 
 __all__ = ["QUANT_TYPES", "quantize"]
 

@@ -29,18 +29,25 @@ import onnx
 import onnx_ir as ir
 import onnx_ir.passes.common as common_passes
 
-from modelprov._correspond import Change, Snapshot, all_nodes, correspond
 from modelprov._io import load_model_proto
 from modelprov._proto_check import check_proto, read_proto
+from modelprov.core._correspond import Change, Snapshot, all_nodes, correspond
+from modelprov.core._provenance import Provenance
+from modelprov.core.keys import CONFIDENCE_KEY, RECOVER_REPORT_FORMAT
+from modelprov.core.policy import Policies
 from modelprov.errors import CorrespondenceError
-from modelprov.keys import CONFIDENCE_KEY, RECOVER_REPORT_FORMAT
 from modelprov.onnx._correspondence_check import correspondence_problems
 from modelprov.onnx._duplicates import merged_entries
 from modelprov.onnx._lookup import proto_nodes
-from modelprov.onnx._provenance import Provenance
-from modelprov.policy import Policies
 
-__all__ = ["CONFIDENCE_KEY", "RecoveryReport", "recover", "recover_ir", "recover_with_report"]
+__all__ = [
+    "CONFIDENCE_KEY",
+    "RecoverOptions",
+    "RecoveryReport",
+    "recover",
+    "recover_ir",
+    "recover_with_report",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -443,6 +450,21 @@ def _copy_metadata(source: ir.Model, target: onnx.ModelProto) -> None:
         for key, value in props.items():
             entry = info.metadata_props.add()
             entry.key, entry.value = key, value
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RecoverOptions:
+    """The options of :func:`recover` as frozen fields, the way the passes declare theirs;
+    the command line derives ``modelprov recover``'s flags from them."""
+
+    policies: Policies | None = None
+    force: bool = dataclasses.field(
+        default=False,
+        metadata={
+            "help": "recover even when OPTIMIZED does not look made from ORIGINAL (different "
+            "interface, op kinds or size)"
+        },
+    )
 
 
 @overload

@@ -15,10 +15,10 @@ import json
 import onnx_ir as ir
 import torch
 
-from modelprov._correspond import all_nodes
 from modelprov._fx_lineage import export_node_names
-from modelprov._sources import fx_node_name
-from modelprov.keys import SOURCE_NODE_KEY
+from modelprov.core._correspond import all_nodes
+from modelprov.core._sources import fx_node_name
+from modelprov.core.keys import SOURCE_NODE_KEY
 
 __all__ = ["SOURCE_NODE_KEY", "format_source_nodes", "record_source_nodes"]
 

@@ -8,8 +8,8 @@ from typing import Any
 import torch
 
 import modelprov
-from modelprov._sources import shared_id_list
-from modelprov.keys import SOURCE_NODE_KEY
+from modelprov.core._sources import shared_id_list
+from modelprov.core.keys import SOURCE_NODE_KEY
 from modelprov.onnx._capture import capture_program
 
 

@@ -10,9 +10,9 @@ import onnx
 import onnx_ir as ir
 
 from modelprov._io import load_model_proto
+from modelprov.core.policy import Policies
 from modelprov.errors import CorrespondenceError, MissingDependencyError
 from modelprov.onnx._recover import recover_with_report
-from modelprov.policy import Policies
 
 __all__ = ["TOOLS", "optimize_with"]
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import onnx_ir as ir
 
-from modelprov.keys import (
+from modelprov.core.keys import (
     ATEN_DOMAIN,
     CONSTANT_OF_KEY,
     FUNCTION_NAME_KEY,

@@ -11,18 +11,18 @@ from typing import Any
 
 import onnx_ir as ir
 
-from modelprov._sources import Source, parse_ids
-from modelprov._stack_trace import display_path
 from modelprov.audit._audit import metadata_bytes
 from modelprov.audit._diff import DiffReport, Recall, diff
-from modelprov.errors import MetadataError
-from modelprov.keys import (
+from modelprov.core._sources import Source, parse_ids
+from modelprov.core._stack_trace import display_path
+from modelprov.core.keys import (
     NAMESPACE_KEY,
     OUTPUT_OF_KEY,
     REPORT_FORMAT,
     RESERVED_PREFIX,
     TORCH_PREFIX,
 )
+from modelprov.errors import MetadataError
 from modelprov.onnx._lookup import node_sources
 from modelprov.onnx._quant_params import quantization_keys
 from modelprov.report._code import CodeContext

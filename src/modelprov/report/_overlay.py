@@ -19,8 +19,8 @@ from typing import Any
 import onnx_ir as ir
 from onnx_ir.passes.common import NameFixPass
 
-from modelprov._correspond import all_nodes
 from modelprov._io import atomic_write_bytes
+from modelprov.core._correspond import all_nodes
 from modelprov.errors import MetadataError
 from modelprov.onnx._lookup import node_sources
 from modelprov.report._inputs import ModelLike, as_ir

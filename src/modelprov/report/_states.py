@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Final, Literal
 
-from modelprov._sources import Source
-from modelprov.keys import CONFIDENCE_KEY
+from modelprov.core._sources import Source
+from modelprov.core.keys import CONFIDENCE_KEY
 
 __all__ = ["CONFIDENCE_KEY", "STATES", "STATE_COLORS", "State", "known_sources", "node_state"]
 

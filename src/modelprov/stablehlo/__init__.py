@@ -1,6 +1,7 @@
 """StableHLO export with per-op provenance and user attributes (torchax + JAX lowering).
 
-Needs the ``stablehlo`` extra: ``pip install "modelprov[stablehlo]"``.
+Needs the ``stablehlo`` extra: ``pip install "modelprov[stablehlo]"``. ``FxNodeInfo`` is
+``modelprov.Source`` (the same class; ``StableHLOProgram.nodes`` holds one per FX node).
 """
 
 from modelprov.stablehlo._export import export_stablehlo

@@ -15,9 +15,9 @@ from typing import Any
 
 import torch
 
-from modelprov._stack_trace import TraceOptions
+from modelprov.core._sources import Source
+from modelprov.core._stack_trace import TraceOptions
 from modelprov.stablehlo._fx_nodes import node_info
-from modelprov.stablehlo._records import FxNodeInfo
 
 __all__ = ["alias_infos"]
 
@@ -37,19 +37,19 @@ def _first_input(node: torch.fx.Node) -> torch.fx.Node | None:
 def alias_infos(
     decomposed: torch.fx.Graph,
     original: torch.fx.Graph,
-    infos: Mapping[str, FxNodeInfo],
+    infos: Mapping[str, Source],
     with_ops: Collection[str],
     trace_options: TraceOptions | None = None,
-) -> dict[str, tuple[FxNodeInfo, ...]]:
+) -> dict[str, tuple[Source, ...]]:
     """Decomposed node (one that made ops) -> the nodes whose output its ops produce.
 
     ``with_ops``: names of the decomposed nodes some op was lowered from.
     """
-    found: dict[str, list[FxNodeInfo]] = {}
+    found: dict[str, list[Source]] = {}
 
-    def add(owner: str, info: FxNodeInfo) -> None:
+    def add(owner: str, info: Source) -> None:
         entries = found.setdefault(owner, [])
-        if all(entry.name != info.name for entry in entries):
+        if all(entry.id != info.id for entry in entries):
             entries.append(info)
 
     # Decomposed nodes that made no op: their first input's producer made their output.
@@ -93,7 +93,7 @@ def _producer(node: torch.fx.Node, made_ops: Any) -> torch.fx.Node | None:
 
 
 def _group_outputs(
-    decomposed: torch.fx.Graph, infos: Mapping[str, FxNodeInfo], with_ops: Collection[str]
+    decomposed: torch.fx.Graph, infos: Mapping[str, Source], with_ops: Collection[str]
 ) -> dict[str, list[str]]:
     """Source node -> its decomposed nodes (with ops) whose value leaves its group."""
     outputs: dict[str, list[str]] = {}

@@ -14,14 +14,14 @@ Attributes (all discardable ``StringAttr``\\ s, formats in docs/metadata-format.
 ``modelprov.node``, ``modelprov.source_node`` (only when it differs), ``modelprov.module``,
 ``modelprov.module_type``, ``modelprov.target``, ``modelprov.stack``, and the user's keys.
 
-Scoping: a module-scoped key (the default) goes on every op of its module and its submodules
-(``effective_annotations``). A value-scoped key (``policies.is_value_scoped``) goes only on
-ops that produce an output of the module that declares it: an op one of whose results is
-used by an op outside that module or returned by the function. Constants never get
-value-scoped keys (JAX shares one constant op among all nodes that use the value). When an
-op gets several values for a key (several nodes in one location, or a tensor that is the
-output of an inner and an outer module that both declare the key), ``policies.merge``
-combines them.
+Scoping is ``core._scoping.KeyScoping``'s, shared with the ONNX exporter: a module-scoped key
+(the default) goes on every op of its module and its submodules; a value-scoped key
+(``policies.is_value_scoped``) only on ops that produce an output of the module that declares
+it; per FX node, the innermost declaring module's value wins. This module answers which ops
+hand a value out of a module: an op one of whose results is used by an op outside that module
+or returned by the function. Constants never do (JAX shares one constant op among all nodes
+that use the value). When an op lowered from several FX nodes gets several values for a key,
+``policies.merge`` combines them.
 
 ``ir.Operation`` hashes change once an attribute is set, so every op is collected and every
 value computed first, and attributes are written last.
@@ -30,17 +30,18 @@ value computed first, and attributes are written last.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import io
 import logging
 import types
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from modelprov._scoping import ancestors_outer_first, applies_to_output, value_scoped_keys, within
-from modelprov.annotation import effective_annotations
-from modelprov.policy import MergeContext, Policies
+from modelprov.core._scoping import KeyScoping, within
+from modelprov.core._sources import Source
+from modelprov.core.policy import MergeContext, Policies
 from modelprov.stablehlo._locations import location_name, relocate, with_aliases
-from modelprov.stablehlo._records import FxNodeInfo, OpRecord, provenance_attributes
+from modelprov.stablehlo._records import OpRecord, provenance_attributes
 
 __all__ = ["AttachResult", "attach"]
 
@@ -58,10 +59,16 @@ class AttachResult:
 
     ``aliases``: FX node -> the nodes without ops of their own whose output its ops
     produce (``_aliases``); they are in the ops' locations too.
+    ``exits``: source id (a node of the user's program, ``Source.shared_ids``) -> the
+    modules declaring value-scoped keys whose output some op of that source makes; what
+    ``StableHLOProgram.sources`` scopes the keys of a source by; ``scoping`` the key
+    scoping the attributes were chosen by.
     """
 
     ops: tuple[OpRecord, ...]
-    aliases: Mapping[str, tuple[FxNodeInfo, ...]] = dataclasses.field(default_factory=dict)
+    aliases: Mapping[str, tuple[Source, ...]] = dataclasses.field(default_factory=dict)
+    exits: Mapping[str, frozenset[str]] = dataclasses.field(default_factory=dict)
+    scoping: KeyScoping | None = None
 
 
 @dataclasses.dataclass
@@ -101,7 +108,7 @@ def _location_nodes(location: Any, root: str, known: Mapping[str, object]) -> tu
     return names, label or str(location)[:200]
 
 
-def _collect(module: Any, root: str, known: Mapping[str, FxNodeInfo]) -> list[_Op]:
+def _collect(module: Any, root: str, known: Mapping[str, Source]) -> list[_Op]:
     from jaxlib.mlir import ir
 
     operations: list[Any] = []
@@ -136,7 +143,7 @@ def _collect(module: Any, root: str, known: Mapping[str, FxNodeInfo]) -> list[_O
 class _Flow:
     """Answers 'does this op hand a value out of module m / node n?' from result uses."""
 
-    def __init__(self, ops: Sequence[_Op], infos: Mapping[str, FxNodeInfo]) -> None:
+    def __init__(self, ops: Sequence[_Op], infos: Mapping[str, Source]) -> None:
         self._ops = ops
         self._infos = infos
         self._index_of = {op.operation: op.index for op in ops}
@@ -171,7 +178,7 @@ class _Flow:
             nodes = self._owner_nodes(user)
             if not nodes:
                 return True
-            if not all(within(self._infos[name].module, module) for name in nodes):
+            if not all(within(self._infos[name].module_path, module) for name in nodes):
                 return True
         return False
 
@@ -190,38 +197,40 @@ class _Candidate:
 def _op_values(
     op: _Op,
     flow: _Flow,
-    infos: Mapping[str, FxNodeInfo],
-    annotations: Mapping[str, Mapping[str, str]],
-    policies: Policies,
-    output_nodes: Mapping[str, tuple[str, ...]],
+    infos: Mapping[str, Source],
+    scoping: KeyScoping,
+    exits: dict[str, set[str]],
 ) -> dict[str, list[_Candidate]]:
+    """Every candidate value of every key of ``op``; records in ``exits`` (FX node ->
+    modules) which module outputs the op makes for each of its nodes."""
     candidates: dict[str, list[_Candidate]] = {}
 
     def add(key: str, value: str, source: str, from_output: bool) -> None:
         candidates.setdefault(key, []).append(_Candidate(value, source, from_output))
 
+    # JAX caches constants and reuses one across nodes, so a constant used outside its
+    # first node's module is no module output: never value-scope constants.
     is_constant = op.operation.name == "stablehlo.constant"
+
+    def leaves(name: str, module: str) -> bool:
+        if is_constant or not flow.leaves_module(op, module):
+            return False
+        exits.setdefault(name, set()).add(module)
+        return True
+
     for name in op.nodes:
         info = infos[name]
         node_output = len(op.nodes) == 1 or flow.leaves_node(op, name)
         for key, value in provenance_attributes(info).items():
             add(key, value, name, node_output)
-        for key, value in effective_annotations(annotations, info.module).items():
-            if not policies.is_value_scoped(key):
-                add(key, value, name, node_output)
-        for module in ancestors_outer_first(info.module):
-            declared = annotations.get(module)
-            if not declared:
-                continue
-            scoped = value_scoped_keys(declared, policies)
-            # JAX caches constants and reuses one across nodes, so a constant used outside
-            # its first node's module is no module output: never value-scope constants.
-            if scoped and not is_constant and flow.leaves_module(op, module):
-                for key, value in scoped.items():
-                    made = info.source_nodes or (info.name,)
-                    if not applies_to_output(key, output_nodes.get(module), made):
-                        continue
-                    add(key, value, name, True)
+        applied = scoping.source_keys(
+            info.module_path,
+            leaves=functools.partial(leaves, name),
+            made=info.shared_ids(),
+            produces_output=node_output,
+        )
+        for key, item in applied.items():
+            add(key, item.value, name, item.from_output)
     return candidates
 
 
@@ -240,12 +249,12 @@ def _merge(key: str, candidates: Sequence[_Candidate], op: _Op, policies: Polici
 def attach(
     module: Any,
     root: str,
-    infos: Mapping[str, FxNodeInfo],
+    infos: Mapping[str, Source],
     annotations: Mapping[str, Mapping[str, str]],
     policies: Policies,
     *,
     relocate_ops: bool = True,
-    aliases_for: Callable[[set[str]], Mapping[str, tuple[FxNodeInfo, ...]]] | None = None,
+    aliases_for: Callable[[set[str]], Mapping[str, tuple[Source, ...]]] | None = None,
     output_nodes: Mapping[str, tuple[str, ...]] | None = None,
 ) -> AttachResult:
     """Label every op of ``module`` (an ``ir.Module``, edited in place) and return its records.
@@ -263,12 +272,14 @@ def attach(
 
     ops = _collect(module, root, infos)
     flow = _Flow(ops, infos)
+    scoping = KeyScoping(annotations, policies, output_nodes)
+    node_exits: dict[str, set[str]] = {}
     planned: list[tuple[_Op, dict[str, str]]] = []
     for op in ops:
         if op.operation.name in _STRUCTURAL:
             continue
         attributes: dict[str, str] = {}
-        values = _op_values(op, flow, infos, annotations, policies, output_nodes or {})
+        values = _op_values(op, flow, infos, scoping, node_exits)
         for key, candidates in values.items():
             merged = _merge(key, candidates, op, policies)
             if merged is not None:
@@ -290,18 +301,36 @@ def attach(
     records = _records(module, ops, planned, wrappers)
     unattributed = sum(1 for record in records if not record.nodes)
     _LOG.debug("labelled %d ops, %d unattributed", len(records) - unattributed, unattributed)
-    return AttachResult(ops=records, aliases=aliases)
+    exits = _source_exits(node_exits, infos, aliases)
+    return AttachResult(ops=records, aliases=aliases, exits=exits, scoping=scoping)
+
+
+def _source_exits(
+    node_exits: Mapping[str, set[str]],
+    infos: Mapping[str, Source],
+    aliases: Mapping[str, tuple[Source, ...]],
+) -> dict[str, frozenset[str]]:
+    """Per source id, the module outputs its FX nodes' ops make (a node without ops of its
+    own, an alias, shares those of the node whose ops make its output)."""
+    found: dict[str, set[str]] = {}
+    for name, modules in node_exits.items():
+        for source_id in infos[name].shared_ids():
+            found.setdefault(source_id, set()).update(modules)
+        for alias in aliases.get(name, ()):
+            for source_id in alias.shared_ids():
+                found.setdefault(source_id, set()).update(modules)
+    return {source_id: frozenset(modules) for source_id, modules in found.items()}
 
 
 def _provenance_label(
     nodes: Sequence[str],
-    infos: Mapping[str, FxNodeInfo],
-    aliases: Mapping[str, tuple[FxNodeInfo, ...]],
+    infos: Mapping[str, Source],
+    aliases: Mapping[str, tuple[Source, ...]],
 ) -> str:
     names: list[str] = []
     for info in with_aliases(nodes, infos, aliases):
-        for node in info.source_nodes or (info.name,):
-            label = location_name(info.module, node)
+        for node in info.shared_ids():
+            label = location_name(info.module_path, node)
             if label not in names:
                 names.append(label)
     return ";".join(names)

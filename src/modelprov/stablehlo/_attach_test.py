@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from modelprov.policy import Policies, from_output, max, value_scoped
+from modelprov.core._sources import Source
+from modelprov.core.policy import Policies, from_output, max, value_scoped
 from modelprov.stablehlo._attach import attach
-from modelprov.stablehlo._records import FxNodeInfo, OpRecord
+from modelprov.stablehlo._records import OpRecord
 
 pytest.importorskip("jax")
 
@@ -24,11 +25,12 @@ module {
 """  # noqa: E501
 
 
-def _info(name: str, module: str, line: int) -> FxNodeInfo:
-    return FxNodeInfo(
-        name=name,
+def _info(name: str, module: str, line: int) -> Source:
+    return Source(
+        id=name,
+        fx_node=name,
         source_nodes=(name,),
-        module=module,
+        module_path=module,
         module_type=f"m.{module.upper() or 'Root'}",
         target="aten.add.Tensor",
         file="model.py",

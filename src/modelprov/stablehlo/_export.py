@@ -9,12 +9,12 @@ from typing import Any
 
 import torch
 
-from modelprov._stack_trace import TraceOptions
 from modelprov.annotation import annotations as stored_annotations
 from modelprov.annotation import module_paths, normalize_annotations
 from modelprov.annotation._module_outputs import module_output_nodes, per_output_modules
+from modelprov.core._stack_trace import TraceOptions
+from modelprov.core.policy import DEFAULT_POLICIES, Policies
 from modelprov.errors import StableHLOError
-from modelprov.policy import DEFAULT_POLICIES, Policies
 from modelprov.stablehlo._aliases import alias_infos
 from modelprov.stablehlo._attach import attach
 from modelprov.stablehlo._fx_nodes import fx_node_infos
@@ -138,6 +138,8 @@ def program_from_exported_program(
         ops=result.ops,
         nodes=infos,
         aliases=result.aliases,
+        scoping=result.scoping,
+        exits=result.exits,
         annotations={path: dict(values) for path, values in annotations.items()},
         exported_program=lowered.decomposed,
     )

@@ -1,7 +1,7 @@
 """Pick the frames of an FX node's stack trace that say where the user's model made it.
 
 torch.export records the Python frames of the model's ``forward`` calls (outermost first).
-The user frame is ``modelprov._stack_trace.user_frame`` (the rule ``Source.file``/``line`` use,
+The user frame is ``modelprov.core._stack_trace.user_frame`` (the rule ``Source.file``/``line`` use,
 ``TraceOptions.user_code`` included) applied to the frames that are not the lowering tools'
 (modelprov, torchax, jax, torch's tracing machinery): the innermost frame of the user's own
 code, else of the library's model code (a bare ``nn.Sequential``, a transformers config).
@@ -14,8 +14,8 @@ import os
 import re
 from collections.abc import Sequence
 
-from modelprov import _stack_trace
-from modelprov._stack_trace import Frame, TraceOptions
+from modelprov.core import _stack_trace
+from modelprov.core._stack_trace import Frame, TraceOptions
 
 __all__ = ["call_stack", "is_tool_file"]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from modelprov._stack_trace import TraceOptions
+from modelprov.core._stack_trace import TraceOptions
 from modelprov.stablehlo._frames import call_stack, is_tool_file
 
 _SITE = "/venv/lib/python3.11/site-packages"

@@ -21,11 +21,11 @@ from typing import Any
 
 import torch
 
-from modelprov import _stack_trace
 from modelprov._fx_lineage import export_node_names
 from modelprov._torch_compat import is_op_overload
+from modelprov.core import _stack_trace
+from modelprov.core._sources import Source
 from modelprov.stablehlo._frames import call_stack
-from modelprov.stablehlo._records import FxNodeInfo
 
 __all__ = ["fx_node_infos", "node_info"]
 
@@ -49,7 +49,7 @@ def fx_node_infos(
     original: torch.fx.Graph,
     *,
     trace_options: _stack_trace.TraceOptions | None = None,
-) -> dict[str, FxNodeInfo]:
+) -> dict[str, Source]:
     """Provenance of every ``call_function`` node of ``decomposed``, keyed by node name.
 
     ``original`` is the graph of the ExportedProgram before decompositions; stack-trace
@@ -65,8 +65,8 @@ def node_info(
     node: torch.fx.Node,
     original_graph_id: int | None,
     trace_options: _stack_trace.TraceOptions | None = None,
-) -> FxNodeInfo:
-    """Provenance of one call node (see :func:`fx_node_infos`)."""
+) -> Source:
+    """Provenance of one call node as a ``Source`` (see :func:`fx_node_infos`)."""
     module, module_type = _module_of(node)
     raw_trace = str(node.meta.get("stack_trace") or "")
     trace = raw_trace
@@ -75,16 +75,17 @@ def node_info(
     frames = call_stack(raw_trace, trace_options)  # user frame: _stack_trace.user_frame
     frame = frames[-1] if frames else None
     target = node.target
-    return FxNodeInfo(
-        name=node.name,
-        source_nodes=export_node_names(node, original_graph_id),
-        module=module,
+    return Source(
+        id=node.name,
+        fx_node=node.name,
+        module_path=module,
         module_type=module_type,
         target=str(target) if is_op_overload(target) else _name(target),
         file=frame.file if frame else None,
         line=frame.line if frame else None,
         stack_trace=trace,
-        frames=frames,
+        source_nodes=export_node_names(node, original_graph_id),
+        call_stack=frames,
     )
 
 

@@ -19,9 +19,11 @@ def test_decomposed_linear_points_back_to_linear() -> None:
     assert infos["permute"].source_nodes == ("linear",)
     assert infos["addmm"].source_nodes == ("linear",)
     assert infos["addmm"].target == "aten.addmm.default"
-    assert infos["addmm"].module == "0"
+    assert infos["addmm"].id == infos["addmm"].fx_node == "addmm"
+    assert infos["addmm"].module_path == "0"
     assert infos["addmm"].module_type == "torch.nn.modules.linear.Linear"
     assert infos["relu"].source_nodes == ("relu",)
-    assert infos["relu"].module == "1"
+    assert infos["relu"].module_path == "1"
     assert infos["relu"].file is not None and infos["relu"].file.endswith("activation.py")
-    assert infos["relu"].stack == f"{infos['relu'].file}:{infos['relu'].line}"
+    assert infos["relu"].call_stack[-1].file == infos["relu"].file
+    assert infos["relu"].shared_ids() == ("relu",)

@@ -16,8 +16,8 @@ from typing import Any
 
 import torch
 
-from modelprov._stack_trace import TraceOptions
-from modelprov.policy import Policies
+from modelprov.core._stack_trace import TraceOptions
+from modelprov.core.policy import Policies
 from modelprov.stablehlo._export import export_stablehlo
 from modelprov.stablehlo._program import StableHLOProgram
 

@@ -18,18 +18,17 @@ locations.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from modelprov._stack_trace import Frame
+from modelprov.core._sources import Source
+from modelprov.core._stack_trace import Frame
 from modelprov.stablehlo._frames import is_tool_file
-from modelprov.stablehlo._records import FxNodeInfo
 
 __all__ = [
-    "LocatedSource",
     "decode",
+    "located_source",
     "location_name",
     "provenance_location",
     "relocate",
@@ -40,29 +39,23 @@ __all__ = [
 _NAME = re.compile(r"^(?:(?P<module>[\w.]+)/)?(?P<node>[A-Za-z_]\w*)$")
 
 
-@dataclasses.dataclass(frozen=True)
-class LocatedSource:
-    """What one provenance location says: module path, source node and user frames.
-
-    Attributes:
-        module: the module path ('' for the root module).
-        node: the node of the user's torch.export program (the shared source id).
-        frames: the recorded frames, outermost first; the last is the user frame.
-    """
-
-    module: str
-    node: str
-    frames: tuple[Frame, ...]
-
-    @property
-    def file(self) -> str | None:
-        """File of the user frame (None when no frame was recorded)."""
-        return self.frames[-1].file if self.frames else None
-
-    @property
-    def line(self) -> int | None:
-        """Line of the user frame (None when no frame was recorded)."""
-        return self.frames[-1].line if self.frames else None
+def located_source(module: str, node: str, frames: tuple[Frame, ...]) -> Source:
+    """What one provenance location says, as a ``Source``: ``id`` the node of the user's
+    torch.export program (the shared source id), ``module_path`` the module path ('' for the
+    root module), ``call_stack`` the recorded frames (outermost first; the last, the user
+    frame, gives ``file`` and ``line``). The other fields are unknown ('')."""
+    user_frame = frames[-1] if frames else None
+    return Source(
+        id=node,
+        fx_node="",
+        module_path=module,
+        module_type="",
+        target="",
+        file=user_frame.file if user_frame else None,
+        line=user_frame.line if user_frame else None,
+        stack_trace="",
+        call_stack=frames,
+    )
 
 
 def location_name(module: str, node: str) -> str:
@@ -84,17 +77,17 @@ def _frame_location(ir: Any, frames: Sequence[Frame]) -> Any:
     return ir.Location.callsite(located[0], located[1:])
 
 
-def provenance_location(ir: Any, infos: Sequence[FxNodeInfo]) -> Any:
+def provenance_location(ir: Any, infos: Sequence[Source]) -> Any:
     """The location of an op lowered from ``infos`` (a name, or a fused list of names)."""
     parts: list[Any] = []
     seen: set[str] = set()
     for info in infos:
-        for node in info.source_nodes or (info.name,):
-            name = location_name(info.module, node)
+        for node in info.shared_ids():
+            name = location_name(info.module_path, node)
             if name in seen:
                 continue
             seen.add(name)
-            parts.append(ir.Location.name(name, childLoc=_frame_location(ir, info.frames)))
+            parts.append(ir.Location.name(name, childLoc=_frame_location(ir, info.call_stack)))
     if len(parts) == 1:
         return parts[0]
     return ir.Location.fused(parts)
@@ -102,11 +95,11 @@ def provenance_location(ir: Any, infos: Sequence[FxNodeInfo]) -> Any:
 
 def with_aliases(
     nodes: Sequence[str],
-    infos: Mapping[str, FxNodeInfo],
-    aliases: Mapping[str, tuple[FxNodeInfo, ...]],
-) -> list[FxNodeInfo]:
+    infos: Mapping[str, Source],
+    aliases: Mapping[str, tuple[Source, ...]],
+) -> list[Source]:
     """The infos of ``nodes``, each followed by the nodes whose output it produces."""
-    result: list[FxNodeInfo] = []
+    result: list[Source] = []
     for name in nodes:
         result.append(infos[name])
         result.extend(aliases.get(name, ()))
@@ -115,8 +108,8 @@ def with_aliases(
 
 def relocate(
     operations: Iterable[tuple[Any, Sequence[str]]],
-    infos: Mapping[str, FxNodeInfo],
-    aliases: Mapping[str, tuple[FxNodeInfo, ...]] | None = None,
+    infos: Mapping[str, Source],
+    aliases: Mapping[str, tuple[Source, ...]] | None = None,
 ) -> int:
     """Give each ``(operation, FX node names)`` pair with nodes its provenance location.
 
@@ -152,15 +145,16 @@ def without_frames(ir: Any, location: Any) -> Any:
     return ir.Location.unknown()
 
 
-def decode(ir: Any, location: Any) -> list[LocatedSource]:
-    """The provenance names in ``location`` (a Location of the binding module ``ir``).
+def decode(ir: Any, location: Any) -> list[Source]:
+    """The provenance names in ``location`` (a Location of the binding module ``ir``), as
+    sources (:func:`located_source`).
 
     Fused locations give one entry per named part; call sites are searched on their callee;
     names that are not ``module/node`` (JAX's ``jit(...)`` scopes, argument names) or whose
     frames are the lowering tools' (JAX's own locations) are looked through to their child.
     Entries are distinct, in order.
     """
-    found: list[LocatedSource] = []
+    found: list[Source] = []
     pending = [location]
     while pending:
         loc = pending.pop(0)
@@ -170,7 +164,7 @@ def decode(ir: Any, location: Any) -> list[LocatedSource]:
             match = _NAME.match(str(name_loc.name_str))
             child = name_loc.child_loc
             if match is not None and _is_frame_chain(ir, child):
-                entry = LocatedSource(match["module"] or "", match["node"], _frames(ir, child))
+                entry = located_source(match["module"] or "", match["node"], _frames(ir, child))
                 if entry not in found:
                     found.append(entry)
             else:

@@ -4,25 +4,26 @@ from __future__ import annotations
 
 import pytest
 
-from modelprov._stack_trace import Frame
+from modelprov.core._sources import Source
+from modelprov.core._stack_trace import Frame
 from modelprov.stablehlo._locations import decode, location_name, provenance_location
-from modelprov.stablehlo._records import FxNodeInfo
 
 pytest.importorskip("jax")
 
 
-def _info(name: str, module: str, sources: tuple[str, ...], lines: tuple[int, ...]) -> FxNodeInfo:
+def _info(name: str, module: str, sources: tuple[str, ...], lines: tuple[int, ...]) -> Source:
     frames = tuple(Frame("model.py", line, "forward", "") for line in lines)
-    return FxNodeInfo(
-        name=name,
+    return Source(
+        id=name,
+        fx_node=name,
         source_nodes=sources,
-        module=module,
+        module_path=module,
         module_type="",
         target="aten.addmm.default",
         file="model.py" if lines else None,
         line=lines[-1] if lines else None,
         stack_trace="",
-        frames=frames,
+        call_stack=frames,
     )
 
 
@@ -39,13 +40,13 @@ def test_location_round_trips_through_text() -> None:
         )
         module = ir.Module.parse(f"module {{}} {printed}")
         (entry,) = decode(ir, module.operation.location)
-    assert (entry.module, entry.node, entry.file, entry.line) == (
+    assert (entry.module_path, entry.id, entry.file, entry.line) == (
         "layers.0.self_attn",
         "linear_3",
         "model.py",
         42,
     )
-    assert [frame.line for frame in entry.frames] == [10, 42]
+    assert [frame.line for frame in entry.call_stack] == [10, 42]
 
 
 def test_several_sources_fuse_and_root_ops_have_no_module() -> None:
@@ -58,7 +59,7 @@ def test_several_sources_fuse_and_root_ops_have_no_module() -> None:
         location = provenance_location(ir, [first, second])
         assert "fused[" in str(location)
         decoded = decode(ir, location)
-    assert [(e.module, e.node, e.line) for e in decoded] == [
+    assert [(e.module_path, e.id, e.line) for e in decoded] == [
         ("", "add", 5),
         ("block", "mul", None),
         ("block", "mul_1", None),

@@ -22,8 +22,8 @@ from typing import Any
 
 import torch
 
-from modelprov import _stack_trace
 from modelprov._torch_compat import is_op_overload, is_op_target
+from modelprov.core import _stack_trace
 from modelprov.errors import StableHLOError
 from modelprov.stablehlo._torchax_compat import exported_program_states, import_torchax
 

@@ -11,11 +11,11 @@ from typing import Any
 
 import numpy as np
 
-from modelprov._scoping import within
-from modelprov._sources import Source
 from modelprov.annotation import effective_annotations
+from modelprov.core._scoping import KeyScoping, within
+from modelprov.core._sources import Source
 from modelprov.errors import StableHLOError
-from modelprov.stablehlo._records import FxNodeInfo, OpRecord, provenance_attributes
+from modelprov.stablehlo._records import OpRecord, provenance_attributes
 
 __all__ = ["EXPORT_SUFFIX", "WEIGHTS_SUFFIX", "StableHLOProgram", "load_exported"]
 
@@ -41,13 +41,18 @@ class StableHLOProgram:
         weights: parameters, buffers and lifted constants as JAX arrays, in call order.
         ops: every op of the module (functions and the module itself excluded), in printing
             order, with the attributes modelprov set.
-        nodes: provenance of the decomposed ExportedProgram's call nodes, by name.
+        nodes: provenance of the decomposed ExportedProgram's call nodes, by name, as
+            ``Source`` records (``id`` the node's name, ``source_nodes`` the user's nodes).
         annotations: the normalized user annotations that were applied.
         aliases: FX node -> the nodes of the user's program without ops of their own
             (``dropout`` in eval mode, ``contiguous``...) whose output its ops produce;
             they are sources of those ops too.
         exported_program: the decomposed ``torch.export.ExportedProgram`` that was lowered;
             its FX node names are the ``modelprov.node`` values.
+        scoping: which annotation keys apply to which source (``core._scoping``, shared
+            with the ONNX exporter); None: every key of a source's module and its ancestors.
+        exits: source id -> the modules declaring value-scoped keys whose output some op of
+            that source makes (the backend's answer ``scoping`` asks for).
     """
 
     text: str
@@ -55,10 +60,14 @@ class StableHLOProgram:
     exported: Any
     weights: tuple[Any, ...]
     ops: tuple[OpRecord, ...]
-    nodes: Mapping[str, FxNodeInfo]
+    nodes: Mapping[str, Source]
     annotations: Mapping[str, Mapping[str, str]]
     exported_program: Any = dataclasses.field(default=None, repr=False, compare=False)
-    aliases: Mapping[str, tuple[FxNodeInfo, ...]] = dataclasses.field(
+    aliases: Mapping[str, tuple[Source, ...]] = dataclasses.field(
+        default_factory=dict, repr=False, compare=False
+    )
+    scoping: KeyScoping | None = dataclasses.field(default=None, repr=False, compare=False)
+    exits: Mapping[str, frozenset[str]] = dataclasses.field(
         default_factory=dict, repr=False, compare=False
     )
 
@@ -84,7 +93,7 @@ class StableHLOProgram:
         return tuple(
             op
             for op in self.ops
-            if op.nodes and any(within(self.nodes[n].module, module_path) for n in op.nodes)
+            if op.nodes and any(within(self.nodes[n].module_path, module_path) for n in op.nodes)
         )
 
     def sources(self, op: OpRecord | int) -> tuple[Source, ...]:
@@ -94,8 +103,9 @@ class StableHLOProgram:
         (the id ONNX exports of the same program write, see ``modelprov.join_sources``),
         ``fx_node`` the decomposed node the op was lowered from, ``file``/``line`` the user
         frame its location records. ``Source.metadata`` holds that node's own ``modelprov.*``
-        provenance keys and the user keys that apply to its module (inherited from
-        ancestors), before any merging.
+        provenance keys and the user keys that apply to it, before any merging: as on the
+        ONNX export of the same program, module-scoped keys of its module (inherited from
+        ancestors) and value-scoped keys of the modules whose output it makes.
         """
         record = self.ops[op] if isinstance(op, int) else op
         result: list[Source] = []
@@ -105,27 +115,23 @@ class StableHLOProgram:
             for info in (self.nodes[name], *self.aliases.get(name, ()))
         ]
         for info in infos:
-            metadata = {
-                **provenance_attributes(info),
-                **effective_annotations(self.annotations, info.module),
-            }
-            for source_id in info.source_nodes or (info.name,):
+            for source_id in info.shared_ids():
                 if any(source.id == source_id for source in result):
                     continue  # a node without ops of its own from the same user node
+                metadata = {**provenance_attributes(info), **self._user_keys(info, source_id)}
                 result.append(
-                    Source(
-                        id=source_id,
-                        fx_node=info.name,
-                        module_path=info.module,
-                        module_type=info.module_type,
-                        target=info.target,
-                        file=info.file,
-                        line=info.line,
-                        stack_trace=info.stack_trace,
-                        metadata=metadata,
-                    )
+                    dataclasses.replace(info, id=source_id, metadata=metadata, source_nodes=())
                 )
         return tuple(result)
+
+    def _user_keys(self, info: Source, source_id: str) -> dict[str, str]:
+        if self.scoping is None:
+            return effective_annotations(self.annotations, info.module_path)
+        exits = self.exits.get(source_id, frozenset())
+        applied = self.scoping.source_keys(
+            info.module_path, leaves=exits.__contains__, made=info.shared_ids()
+        )
+        return {key: item.value for key, item in applied.items()}
 
     def run(self, *args: Any, **kwargs: Any) -> list[np.ndarray[Any, Any]]:
         """Run on XLA (CPU here) with torch tensors or arrays; returns numpy arrays.

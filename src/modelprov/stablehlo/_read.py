@@ -18,16 +18,16 @@ import types
 from collections.abc import Mapping
 from typing import Any
 
-from modelprov._sources import Source, shared_id_list
-from modelprov._stack_trace import Frame
+from modelprov.core._sources import Source, shared_id_list
+from modelprov.core._stack_trace import Frame
+from modelprov.core.keys import STABLEHLO_MODULE_KEY as MODULE_KEY
+from modelprov.core.keys import STABLEHLO_MODULE_TYPE_KEY as MODULE_TYPE_KEY
+from modelprov.core.keys import STABLEHLO_NODE_KEY as NODE_KEY
+from modelprov.core.keys import STABLEHLO_SOURCE_NODE_KEY as SOURCE_NODE_KEY
+from modelprov.core.keys import STABLEHLO_STACK_KEY as STACK_KEY
+from modelprov.core.keys import STABLEHLO_TARGET_KEY as TARGET_KEY
 from modelprov.errors import StableHLOError
-from modelprov.keys import STABLEHLO_MODULE_KEY as MODULE_KEY
-from modelprov.keys import STABLEHLO_MODULE_TYPE_KEY as MODULE_TYPE_KEY
-from modelprov.keys import STABLEHLO_NODE_KEY as NODE_KEY
-from modelprov.keys import STABLEHLO_SOURCE_NODE_KEY as SOURCE_NODE_KEY
-from modelprov.keys import STABLEHLO_STACK_KEY as STACK_KEY
-from modelprov.keys import STABLEHLO_TARGET_KEY as TARGET_KEY
-from modelprov.stablehlo._locations import LocatedSource, decode
+from modelprov.stablehlo._locations import decode, located_source
 
 __all__ = ["MlirOp", "read_mlir_sources", "sources_from"]
 
@@ -57,7 +57,7 @@ class MlirOp:
     location_known: bool
 
 
-def sources_from(located: list[LocatedSource], attributes: Mapping[str, str]) -> tuple[Source, ...]:
+def sources_from(located: list[Source], attributes: Mapping[str, str]) -> tuple[Source, ...]:
     """Sources from decoded locations, completed by the ``modelprov.*`` attributes.
 
     Without a provenance location, the attributes alone give one source (when they name a
@@ -75,20 +75,17 @@ def sources_from(located: list[LocatedSource], attributes: Mapping[str, str]) ->
         file, line = _split_stack(attributes.get(STACK_KEY, ""))
         frames = (Frame(file, line, "", ""),) if file is not None and line is not None else ()
         located = [
-            LocatedSource(attributes.get(MODULE_KEY, ""), shared_id, frames)
+            located_source(attributes.get(MODULE_KEY, ""), shared_id, frames)
             for shared_id in shared_id_list(shared)
         ]
     single = len(located) == 1
     return tuple(
-        Source(
-            id=entry.node,
-            fx_node=node or entry.node,
-            module_path=entry.module,
+        dataclasses.replace(
+            entry,
+            fx_node=node or entry.id,
             module_type=module_type if single else "",
             target=target if single else "",
-            file=entry.file,
-            line=entry.line,
-            stack_trace=_trace(entry.frames),
+            stack_trace=_trace(entry.call_stack),
             metadata=types.MappingProxyType(dict(user)),
         )
         for entry in located

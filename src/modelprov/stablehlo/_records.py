@@ -1,4 +1,5 @@
-"""The small records the StableHLO exporter hands out: FX node provenance and labelled ops.
+"""The small records the StableHLO exporter hands out: labelled ops, and FX node provenance
+as ``Source`` records (``modelprov.core._sources``).
 
 Pure data; built by ``_attach`` (ops) and ``_fx_nodes`` (nodes), kept by ``StableHLOProgram``.
 """
@@ -9,51 +10,24 @@ import dataclasses
 import json
 from collections.abc import Mapping
 
-from modelprov._stack_trace import Frame
-from modelprov.keys import STABLEHLO_MODULE_KEY as MODULE_KEY
-from modelprov.keys import STABLEHLO_MODULE_TYPE_KEY as MODULE_TYPE_KEY
-from modelprov.keys import STABLEHLO_NODE_KEY as NODE_KEY
-from modelprov.keys import STABLEHLO_SOURCE_NODE_KEY as SOURCE_NODE_KEY
-from modelprov.keys import STABLEHLO_STACK_KEY as STACK_KEY
-from modelprov.keys import STABLEHLO_TARGET_KEY as TARGET_KEY
+from modelprov.core._sources import Source
+from modelprov.core.keys import STABLEHLO_MODULE_KEY as MODULE_KEY
+from modelprov.core.keys import STABLEHLO_MODULE_TYPE_KEY as MODULE_TYPE_KEY
+from modelprov.core.keys import STABLEHLO_NODE_KEY as NODE_KEY
+from modelprov.core.keys import STABLEHLO_SOURCE_NODE_KEY as SOURCE_NODE_KEY
+from modelprov.core.keys import STABLEHLO_STACK_KEY as STACK_KEY
+from modelprov.core.keys import STABLEHLO_TARGET_KEY as TARGET_KEY
 
 __all__ = ["FxNodeInfo", "OpRecord", "provenance_attributes"]
 
 
-@dataclasses.dataclass(frozen=True)
-class FxNodeInfo:
-    """Provenance of one FX node of the decomposed ExportedProgram.
-
-    Attributes:
-        name: the FX node's name after decomposition (the name the op locations use).
-        source_nodes: names of the node(s) of the ExportedProgram before decomposition it
-            was made from (``node.meta["from_node"]``); empty when unknown. These are the
-            source ids ONNX exports of the same program use (``modelprov.join_sources``).
-        module: innermost module path from ``nn_module_stack`` ('' for the root module).
-        module_type: qualified class name of that module ('' when unknown).
-        target: the ATen target, e.g. ``aten.addmm.default``.
-        file: file of the innermost frame of the user's code (``_stack_trace.user_frame``
-            on the raw trace, then paths rewritten; None without a stack trace).
-        line: line of that frame (None without a stack trace).
-        stack_trace: the node's full stack trace ('' when none).
-        frames: the call stack down to the user frame (outermost first, tools skipped,
-            paths rewritten by the TraceOptions); what the op locations record.
-    """
-
-    name: str
-    source_nodes: tuple[str, ...]
-    module: str
-    module_type: str
-    target: str
-    file: str | None
-    line: int | None
-    stack_trace: str
-    frames: tuple[Frame, ...] = ()
-
-    @property
-    def stack(self) -> str:
-        """The user's innermost frame as ``file:line`` ('' when unknown)."""
-        return f"{self.file}:{self.line}" if self.file is not None else ""
+FxNodeInfo = Source
+"""The provenance of one FX node of the decomposed ExportedProgram: a ``Source`` (the same
+class, kept under this name for code that imports it). ``id`` and ``fx_node`` are the
+node's name after decomposition (the name op locations use), ``source_nodes`` the nodes of
+the user's program it was made from (``node.meta["from_node"]``; the ids ONNX exports of
+the same program use), ``call_stack`` the user frames op locations record; ``metadata`` is
+empty (:func:`provenance_attributes` derives the op attributes from the fields)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,11 +80,11 @@ class OpRecord:
         return self.op_name == "stablehlo.constant"
 
 
-def provenance_attributes(info: FxNodeInfo) -> dict[str, str]:
+def provenance_attributes(info: Source) -> dict[str, str]:
     """The ``modelprov.*`` attributes one FX node gives the ops lowered from it."""
     values = {
-        NODE_KEY: info.name,
-        MODULE_KEY: info.module,
+        NODE_KEY: info.fx_node,
+        MODULE_KEY: info.module_path,
         MODULE_TYPE_KEY: info.module_type,
         TARGET_KEY: info.target,
     }
@@ -120,6 +94,6 @@ def provenance_attributes(info: FxNodeInfo) -> dict[str, str]:
             if len(info.source_nodes) == 1
             else json.dumps(list(info.source_nodes), ensure_ascii=False)
         )
-    if info.stack:
-        values[STACK_KEY] = info.stack
+    if info.file is not None:
+        values[STACK_KEY] = f"{info.file}:{info.line}"
     return values

@@ -21,15 +21,16 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from modelprov.core._sources import Source
+from modelprov.core.keys import STABLEHLO_MODULE_KEY as MODULE_KEY
+from modelprov.core.keys import STABLEHLO_MODULE_TYPE_KEY as MODULE_TYPE_KEY
+from modelprov.core.keys import STABLEHLO_NODE_KEY as NODE_KEY
+from modelprov.core.keys import STABLEHLO_SOURCE_NODE_KEY as SOURCE_NODE_KEY
+from modelprov.core.keys import STABLEHLO_STACK_KEY as STACK_KEY
+from modelprov.core.keys import STABLEHLO_TARGET_KEY as TARGET_KEY
 from modelprov.errors import StableHLOError
-from modelprov.keys import STABLEHLO_MODULE_KEY as MODULE_KEY
-from modelprov.keys import STABLEHLO_MODULE_TYPE_KEY as MODULE_TYPE_KEY
-from modelprov.keys import STABLEHLO_NODE_KEY as NODE_KEY
-from modelprov.keys import STABLEHLO_SOURCE_NODE_KEY as SOURCE_NODE_KEY
-from modelprov.keys import STABLEHLO_STACK_KEY as STACK_KEY
-from modelprov.keys import STABLEHLO_TARGET_KEY as TARGET_KEY
 from modelprov.onnx._source_nodes import format_source_nodes
-from modelprov.stablehlo._locations import LocatedSource, decode
+from modelprov.stablehlo._locations import decode
 
 __all__ = ["restore_attributes"]
 
@@ -73,7 +74,7 @@ def restore_attributes(mlir: str | bytes | os.PathLike[str], *, generic: bool = 
         module.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
         # Hashes of ir.Operation change once an attribute is set: read everything first.
         donors: dict[tuple[tuple[str, str], ...], list[dict[str, str]]] = {}
-        missing: list[tuple[Any, list[LocatedSource]]] = []
+        missing: list[tuple[Any, list[Source]]] = []
         for op in operations:
             located = decode(ir, op.location)
             if not located:
@@ -89,18 +90,18 @@ def restore_attributes(mlir: str | bytes | os.PathLike[str], *, generic: bool = 
         return str(module.operation.get_asm(enable_debug_info=True, print_generic_op_form=generic))
 
 
-def _named(located: list[LocatedSource]) -> tuple[tuple[str, str], ...]:
-    return tuple((entry.module, entry.node) for entry in located)
+def _named(located: list[Source]) -> tuple[tuple[str, str], ...]:
+    return tuple((entry.module_path, entry.id) for entry in located)
 
 
-def _rebuilt(located: list[LocatedSource], same: list[dict[str, str]]) -> dict[str, str]:
+def _rebuilt(located: list[Source], same: list[dict[str, str]]) -> dict[str, str]:
     """What the ops with the same location agree on, else what the location itself says.
 
     A location lists an op's own sources and then the no-op nodes it stands for
     (``_aliases``), so ``modelprov.source_node`` from the location alone names both.
     """
-    shared = format_source_nodes(tuple(dict.fromkeys(entry.node for entry in located)))
-    values = {SOURCE_NODE_KEY: shared, MODULE_KEY: located[0].module}
+    shared = format_source_nodes(tuple(dict.fromkeys(entry.id for entry in located)))
+    values = {SOURCE_NODE_KEY: shared, MODULE_KEY: located[0].module_path}
     with_frames = [entry for entry in located if entry.file is not None]
     if with_frames:
         values[STACK_KEY] = f"{with_frames[0].file}:{with_frames[0].line}"

@@ -1,7 +1,7 @@
 """Provenance of an onnx_ir model in memory: which sources each node and value carries.
 
 Read it from a model (from modelprov's table, or from torch.onnx's per-node metadata),
-apply the :class:`~modelprov._correspond.Change` of each step, write it back as metadata
+apply the :class:`~modelprov.core._correspond.Change` of each step, write it back as metadata
 merged by the policies.
 """
 
@@ -13,9 +13,9 @@ from collections.abc import Iterable, Mapping
 
 import onnx_ir as ir
 
-from modelprov import _sources, _stack_trace
-from modelprov._correspond import Change, all_graphs, all_nodes
-from modelprov._sources import (
+from modelprov.core import _sources, _stack_trace
+from modelprov.core._correspond import Change, all_graphs, all_nodes
+from modelprov.core._sources import (
     Source,
     SourceTable,
     carries_source,
@@ -23,7 +23,7 @@ from modelprov._sources import (
     dump_ids,
     parse_ids,
 )
-from modelprov.keys import (
+from modelprov.core.keys import (
     KEPT_FOR_RECALL_KEY,
     NODE_SOURCES_KEY,
     OUTPUT_OF_KEY,
@@ -31,7 +31,7 @@ from modelprov.keys import (
     STACK_TRACE_KEY,
     TABLE_KEY,
 )
-from modelprov.policy import DEFAULT_POLICIES, MergeContext, Policies
+from modelprov.core.policy import DEFAULT_POLICIES, MergeContext, Policies
 
 __all__ = ["Provenance", "node_label"]
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import pathlib
+
 import pytest
 
-from modelprov import _stack_trace as st
+from modelprov.core import _stack_trace as st
 
 OUTER = 'File "/home/me/proj/model.py", line 30, in forward\n    y = self.block(x)'
 FIRST = OUTER + '\n  File "/home/me/proj/block.py", line 12, in forward\n    k = k.transpose(1, 2)'
@@ -69,3 +71,12 @@ def test_paths_relative_to_root_or_stripped() -> None:
 def test_budget_must_be_sensible() -> None:
     with pytest.raises(ValueError, match="at least 256"):
         st.TraceOptions(max_bytes=10)
+
+
+def test_display_location_shortens_the_file_and_keeps_the_line(tmp_path: pathlib.Path) -> None:
+    inside = tmp_path / "pkg" / "model.py"
+    assert st.display_location(f"{inside}:12", root=str(tmp_path)) == "pkg/model.py:12"
+    installed = "/opt/venv/lib/python3.11/site-packages/torch/nn/modules/linear.py:125"
+    assert st.display_location(installed) == "<site-packages>/torch/nn/modules/linear.py:125"
+    assert st.display_location("C:/work/model.py") == "C:/work/model.py"
+    assert st.display_location("model.py:7") == "model.py:7"

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from modelprov._sources import Source, SourceTable, collect_sources, dump_ids
+from modelprov.core._sources import Source, SourceTable, collect_sources, dump_ids
 from modelprov.errors import MetadataError
 
 TRACE = 'File "/m.py", line 4, in forward\n    k = k.transpose(1, 2)'

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 
 import onnx_ir as ir
 
-from modelprov._correspond._graph import Matching, Snapshot, new_and_removed
+from modelprov.core._correspond._graph import Matching, Snapshot, new_and_removed
 
 __all__ = ["match_by_anchors"]
 

@@ -20,10 +20,9 @@ import zlib
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from modelprov import _stack_trace
 from modelprov._torch_compat import fx_node_text_name, fx_node_text_target
-from modelprov.errors import MetadataError
-from modelprov.keys import (
+from modelprov.core import _stack_trace
+from modelprov.core.keys import (
     CLASS_HIERARCHY_KEY,
     FX_NODE_KEY,
     KEPT_FOR_RECALL_KEY,
@@ -36,6 +35,7 @@ from modelprov.keys import (
     TABLE_FORMAT,
     TABLE_KEY,
 )
+from modelprov.errors import MetadataError
 
 __all__ = [
     "FX_NODE_KEY",
@@ -71,6 +71,8 @@ compress about 5-10 times; a zip bomb about 1000 times) ..."""
 MIN_INFLATE_LIMIT = 1 << 24
 """... or to 16 MiB, whichever is larger."""
 
+_NO_METADATA: Mapping[str, str] = types.MappingProxyType({})
+
 
 @dataclasses.dataclass(frozen=True)
 class Source:
@@ -88,7 +90,19 @@ class Source:
             ``_stack_trace.user_frame``); None when there is no trace.
         line: line of that frame.
         stack_trace: the full stack trace ('' when none); ``frames()`` parses it.
-        metadata: every original key/value pair of the source, unchanged.
+        metadata: every original key/value pair of the source, unchanged (empty for the
+            per-FX-node records of a StableHLO export, whose op attributes are derived from
+            the fields).
+        source_nodes: for a node of a decomposed torch.export program (StableHLO), the
+            node(s) of the user's program before decomposition it was made from, the ids
+            ONNX exports of the same program use; empty when unknown or not decomposed.
+        call_stack: the user's call stack down to the user frame (outermost first, tool
+            frames skipped, paths rewritten), as StableHLO op locations record it; empty
+            when not computed (``frames()`` parses the whole ``stack_trace`` instead).
+
+    ``source_nodes`` and ``call_stack`` live in memory only: the sources table stores
+    ``id`` and ``metadata`` (docs/metadata-format.md), and ``from_metadata`` rebuilds the
+    rest from the metadata.
     """
 
     id: str
@@ -99,7 +113,14 @@ class Source:
     file: str | None
     line: int | None
     stack_trace: str
-    metadata: Mapping[str, str]
+    metadata: Mapping[str, str] = dataclasses.field(default_factory=lambda: _NO_METADATA)
+    source_nodes: tuple[str, ...] = ()
+    call_stack: tuple[_stack_trace.Frame, ...] = ()
+
+    def shared_ids(self) -> tuple[str, ...]:
+        """The ids an ONNX export of the same program gives this source: ``source_nodes``,
+        else the source's own id."""
+        return self.source_nodes or (self.id,)
 
     def frames(self) -> list[_stack_trace.Frame]:
         """The whole stack of this source, outermost frame first (first trace if merged)."""

@@ -27,6 +27,7 @@ __all__ = [
     "Frame",
     "TraceOptions",
     "UserCode",
+    "display_location",
     "display_path",
     "format_merged_traces",
     "frames",
@@ -252,6 +253,14 @@ def display_path(path: str, root: str | None = None) -> str:
         if _under(path, [folder]):
             return "<site-packages>/" + os.path.relpath(path, folder)
     return path
+
+
+def display_location(location: str, root: str | None = None) -> str:
+    """A ``file:line`` location with its file shortened by :func:`display_path`."""
+    file, colon, line = location.rpartition(":")
+    if not colon or not line.isdigit():
+        return display_path(location, root)
+    return f"{display_path(file, root)}:{line}"
 
 
 def split_chunks(trace: str) -> list[str]:

@@ -11,10 +11,10 @@ import onnx
 import onnx_ir as ir
 import onnx_ir.passes.common as common
 
-from modelprov._correspond import Snapshot, all_nodes, correspond
-from modelprov._correspond._anchors_identity import match_by_identity
-from modelprov._correspond._anchors_named import match_by_anchors
-from modelprov._correspond._claims import assign_claims
+from modelprov.core._correspond import Snapshot, all_nodes, correspond
+from modelprov.core._correspond._anchors_identity import match_by_identity
+from modelprov.core._correspond._anchors_named import match_by_anchors
+from modelprov.core._correspond._claims import assign_claims
 
 HEADER = '<ir_version: 10, opset_import: ["" : 18]>\n'
 
@@ -100,9 +100,9 @@ def test_named_anchors_pair_rebuilt_nodes_and_their_values() -> None:
 
 
 def test_the_engine_loads_no_torch_jax_or_onnxscript() -> None:
-    code = "import sys, modelprov._correspond; "
+    code = "import sys, modelprov.core._correspond; "
     code += "print(sorted(m for m in ('torch', 'jax', 'onnxscript') if m in sys.modules))"
-    src = pathlib.Path(__file__).resolve().parents[2]
+    src = pathlib.Path(__file__).resolve().parents[3]
     env = {**os.environ, "PYTHONPATH": str(src)}
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env

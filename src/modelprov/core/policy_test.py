@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from modelprov import policy
+from modelprov.core import policy
+from modelprov.core.policy import MergeContext, Policies
 from modelprov.errors import PolicyError
-from modelprov.policy import MergeContext, Policies
 
 text = st.text(alphabet=st.characters(exclude_categories=["Cs"]), min_size=1, max_size=12)
 values_lists = st.lists(text, min_size=1, max_size=6)
@@ -86,7 +86,7 @@ def test_order_independent_where_documented(name: str, data: st.DataObject) -> N
 @settings(max_examples=60, deadline=None)
 @given(traces)
 def test_stack_traces_keep_every_distinct_trace(values: list[str]) -> None:
-    from modelprov._stack_trace import split_merged_traces
+    from modelprov.core._stack_trace import split_merged_traces
 
     merged = policy.stack_traces(values, ctx(values))
     assert merged is not None

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping
 
 import onnx_ir as ir
 
-from modelprov._correspond._graph import Matching, Snapshot, all_graphs, new_and_removed
+from modelprov.core._correspond._graph import Matching, Snapshot, all_graphs, new_and_removed
 
 __all__ = ["match_by_identity"]
 

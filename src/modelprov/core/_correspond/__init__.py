@@ -19,10 +19,10 @@ from collections.abc import Mapping
 
 import onnx_ir as ir
 
-from modelprov._correspond._anchors_identity import match_by_identity
-from modelprov._correspond._anchors_named import match_by_anchors
-from modelprov._correspond._claims import assign_claims
-from modelprov._correspond._graph import (
+from modelprov.core._correspond._anchors_identity import match_by_identity
+from modelprov.core._correspond._anchors_named import match_by_anchors
+from modelprov.core._correspond._claims import assign_claims
+from modelprov.core._correspond._graph import (
     METADATA_READERS,
     Change,
     Matching,

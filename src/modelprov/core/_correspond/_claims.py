@@ -13,11 +13,11 @@ Removed nodes nobody claims were dead: their computation no longer exists.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import onnx_ir as ir
 
-from modelprov._correspond._graph import Change, Matching, Snapshot, data_inputs
+from modelprov.core._correspond._graph import Change, Matching, Snapshot, data_inputs
 
 __all__ = ["assign_claims"]
 
@@ -212,43 +212,17 @@ def _share_within_clusters(
 
     def reads(node: ir.Node) -> set[ir.Value]:
         """Old values a new node depends on, through fresh values of other new nodes."""
-        seen: set[ir.Node] = set()
-        result: set[ir.Value] = set()
-        stack = [node]
-        while stack:
-            current = stack.pop()
-            if current in seen:
-                continue
-            seen.add(current)
-            for value in current.inputs:
-                if value is None:
-                    continue
-                upstream = fresh_producer(value)
-                if upstream is not None:
-                    stack.append(upstream)
-                else:
-                    result.update(old_equivalents(value))
-        return result
+        boundary = _upstream_boundary(node, lambda n: n.inputs, fresh_producer)
+        return {old for value in boundary for old in old_equivalents(value)}
 
     def outside_inputs(target: ir.Node, claim: set[ir.Node]) -> set[ir.Value]:
         """Values the claimed nodes upstream of ``target`` read from outside the claim."""
-        seen: set[ir.Node] = set()
-        result: set[ir.Value] = set()
-        stack = [target]
-        while stack:
-            current = stack.pop()
-            if current in seen:
-                continue
-            seen.add(current)
-            for value in before.inputs[current]:
-                if value is None:
-                    continue
-                upstream = before.producer.get(value)
-                if upstream is not None and upstream in claim:
-                    stack.append(upstream)
-                else:
-                    result.add(value)
-        return result
+
+        def claimed_producer(value: ir.Value) -> ir.Node | None:
+            upstream = before.producer.get(value)
+            return upstream if upstream is not None and upstream in claim else None
+
+        return _upstream_boundary(target, before.inputs.__getitem__, claimed_producer)
 
     unanchored: list[ir.Node] = []
     for node in new_nodes:
@@ -262,3 +236,32 @@ def _share_within_clusters(
         computable = {old for old in shared if outside_inputs(old, shared) <= available}
         absorbed[node] = computable or set(shared)
     return unanchored
+
+
+def _upstream_boundary(
+    start: ir.Node,
+    inputs_of: Callable[[ir.Node], Sequence[ir.Value | None]],
+    inner_producer: Callable[[ir.Value], ir.Node | None],
+) -> set[ir.Value]:
+    """Values read from outside a region, walking upstream from ``start``.
+
+    ``inner_producer`` returns a value's producer when that producer belongs to the region
+    (the walk continues through it), else None (the value is on the boundary).
+    """
+    seen: set[ir.Node] = set()
+    boundary: set[ir.Value] = set()
+    stack = [start]
+    while stack:
+        current = stack.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        for value in inputs_of(current):
+            if value is None:
+                continue
+            upstream = inner_producer(value)
+            if upstream is not None:
+                stack.append(upstream)
+            else:
+                boundary.add(value)
+    return boundary

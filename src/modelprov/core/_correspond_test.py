@@ -8,8 +8,8 @@ import onnx
 import onnx_ir as ir
 import onnx_ir.passes.common as common
 
-from modelprov._correspond import Change, Snapshot, correspond
-from modelprov.onnx._provenance import Provenance
+from modelprov.core._correspond import Change, Snapshot, correspond
+from modelprov.core._provenance import Provenance
 
 
 def _model(text: str) -> ir.Model:

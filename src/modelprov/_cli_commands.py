@@ -1,0 +1,782 @@
+"""The ``modelprov`` subcommands: their handlers and the table declaring them.
+
+``COMMANDS`` lists every subcommand as data (``_cli_spec.Command``: name, help, handler,
+arguments); the flags of the pass-backed commands (optimize, recover, functionize, inline)
+are derived from the fields of their passes' options (``OptimizeProvenancePass``,
+``RecoverOptions``, ``FunctionizePass``, ``InlinePass``), so a new pass option is a new flag.
+Handlers return an exit code; errors are raised (``cli.main`` prints them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import json
+import math
+import os
+import sys
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from modelprov import _progress
+from modelprov._cli_spec import Command, Exclusive, OptionsOf, argument, option_values
+from modelprov._io import (
+    check_output,
+    load_model,
+    load_model_proto,
+    model_from_proto,
+    save_model,
+)
+from modelprov.core.keys import CONFIDENCE_KEY
+from modelprov.errors import ExitCode, ModelprovError, UsageError
+
+if TYPE_CHECKING:
+    import onnx_ir as ir
+
+__all__ = ["COMMANDS", "one_line"]
+
+EXIT_OK = ExitCode.OK
+EXIT_CHECK_FAILED = ExitCode.CHECK_FAILED
+
+
+@contextlib.contextmanager
+def _status(message: str) -> Iterator[None]:
+    """Progress on stderr while a step runs: a spinner on a terminal, else rate-limited lines."""
+    with _progress.status(message):
+        yield
+
+
+def _model_summary(model: ir.Model) -> str:
+    """``N nodes, P% with sources`` for a summary line."""
+    from modelprov.onnx._export_report import provenance_counts
+
+    counts = provenance_counts(model)
+    share = counts.nodes_with_sources / counts.nodes if counts.nodes else 1.0
+    return f"{counts.nodes} nodes, {share:.0%} with sources"
+
+
+def _fx_recall(before: ir.Model, after: ir.Model) -> str:
+    """``FX-node recall R (k/n)`` of ``after`` against ``before``, for a summary line."""
+    from modelprov.onnx._export_report import provenance_counts
+
+    old, new = provenance_counts(before).fx_nodes, provenance_counts(after).fx_nodes
+    kept = len(old & new)
+    return f"FX-node recall {kept / len(old) if old else 1.0:.3f} ({kept}/{len(old)})"
+
+
+# --- graph commands -------------------------------------------------------------------------
+
+
+def _cmd_optimize(args: argparse.Namespace) -> int:
+    import onnx_ir as ir
+
+    from modelprov.onnx._optimize import OptimizeProvenancePass
+
+    output = check_output(args.output, [args.model], in_place=args.in_place)
+    with _status(f"loading {args.model}"):
+        proto = load_model_proto(args.model, load_weights=True)
+        model = model_from_proto(proto, args.model)
+    optimize_pass = OptimizeProvenancePass(
+        per_pass=bool(args.report or args.json),
+        **option_values(args, OptimizeProvenancePass, _OPTIMIZE_SET_BY_COMMAND),
+    )
+    with _status("optimizing"):
+        result = optimize_pass(model)
+    with _status(f"writing {output}"):
+        save_model(model, output)
+    before = ir.from_proto(proto)
+    if args.report or args.json:
+        from modelprov.audit import optimize_report
+
+        report = optimize_report(before, model, result.steps)
+        print(report.to_json_text() if args.json else report.to_text())
+    _progress.summary(
+        f"wrote {output}: {len(list(before.graph))} -> {_model_summary(model)}, "
+        f"{_fx_recall(before, model)}"
+    )
+    return EXIT_OK
+
+
+def _cmd_recover(args: argparse.Namespace) -> int:
+    import onnx_ir as ir
+
+    output = check_output(args.output, [args.original, args.optimized], in_place=args.in_place)
+    with _status("loading models"):
+        original = load_model_proto(args.original, load_weights=False)
+        optimized = load_model_proto(args.optimized, load_weights=False)
+    from modelprov.onnx._recover import RecoverOptions, recover_with_working_model
+
+    with _status("recovering provenance"):
+        _, recovery, result = recover_with_working_model(
+            original, optimized, **option_values(args, RecoverOptions)
+        )
+    with _status(f"writing {output}"):
+        ir.external_data.set_base_dir(
+            result.graph, os.path.dirname(os.path.abspath(args.optimized))
+        )
+        save_model(result, output)
+    levels: dict[str, int] = {}
+    for node in result.graph.all_nodes():
+        level = node.metadata_props.get(CONFIDENCE_KEY)
+        if level:
+            levels[level] = levels.get(level, 0) + 1
+    how_sure = ", ".join(f"{count} {level}" for level, count in sorted(levels.items()))
+    if args.report or args.json:
+        print(json.dumps(recovery.to_json(), indent=2) if args.json else recovery.to_text())
+    _progress.summary(
+        f"wrote {output}: {_model_summary(result)}" + (f" ({how_sure})" if how_sure else "")
+    )
+    return EXIT_OK
+
+
+def _rewrite_model(
+    args: argparse.Namespace, doing: str, transform: Callable[[ir.Model], ir.Model]
+) -> int:
+    """Loads MODEL (graph only), transforms it, writes OUTPUT atomically."""
+    output = check_output(args.output, [args.model], in_place=args.in_place)
+    with _status(f"loading {args.model}"):
+        model = load_model(args.model)
+    before = (len(list(model.graph)), len(model.functions))
+    with _status(doing):
+        result = transform(model)
+    with _status(f"writing {output}"):
+        save_model(result, output)
+    after = (len(list(result.graph)), len(result.functions))
+    _progress.summary(
+        f"wrote {output}: {before[0]} -> {after[0]} nodes, {before[1]} -> {after[1]} functions"
+    )
+    return EXIT_OK
+
+
+def _cmd_functionize(args: argparse.Namespace) -> int:
+    from modelprov.onnx._functionize import FunctionizePass
+
+    # The loaded model is ours: the pass changes it in place (no copy).
+    return _rewrite_model(
+        args,
+        "wrapping ops into functions",
+        lambda model: FunctionizePass(**option_values(args, FunctionizePass))(model).model,
+    )
+
+
+def _cmd_inline(args: argparse.Namespace) -> int:
+    from modelprov.onnx._inline import InlinePass
+
+    return _rewrite_model(
+        args,
+        "inlining functions",
+        lambda model: InlinePass(**option_values(args, InlinePass))(model).model,
+    )
+
+
+# --- reports --------------------------------------------------------------------------------
+
+
+def _cmd_audit(args: argparse.Namespace) -> int:
+    from modelprov.audit import audit
+
+    with _status(f"auditing {args.model}"):
+        report = audit(load_model_proto(args.model, load_weights=False))
+    print(report.to_json_text() if args.json else report.to_text())
+    return EXIT_OK
+
+
+def _cmd_diff(args: argparse.Namespace) -> int:
+    from modelprov.audit import diff
+
+    with _status("comparing"):
+        before = load_model_proto(args.before, load_weights=False)
+        after = load_model_proto(args.after, load_weights=False)
+        report = diff(before, after)
+    print(report.to_json_text() if args.json else report.to_text())
+    if args.fail_under is not None and report.fx_nodes_dyn.value < args.fail_under:
+        print(
+            f"modelprov: check failed: FX-node recall (dyn) {report.fx_nodes_dyn.value:.3f} "
+            f"is under {args.fail_under}",
+            file=sys.stderr,
+        )
+        return EXIT_CHECK_FAILED
+    return EXIT_OK
+
+
+# --- export ---------------------------------------------------------------------------------
+
+
+def _load_factory(spec: str) -> Callable[[], Any]:
+    module_name, _, attribute = spec.partition(":")
+    if not module_name or not attribute:
+        raise UsageError(f"{spec!r}: give the factory as MODULE:FACTORY, e.g. mypkg.models:build")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise UsageError(f"{spec}: cannot import module {module_name!r}: {error}") from None
+    factory = module
+    for part in attribute.split("."):
+        if not hasattr(factory, part):
+            raise UsageError(f"{spec}: module {module_name!r} has no attribute {attribute!r}")
+        factory = getattr(factory, part)
+    if not callable(factory):
+        raise UsageError(f"{spec}: {attribute!r} is not callable")
+    return factory  # type: ignore[no-any-return]
+
+
+def _call_factory(spec: str) -> Any:
+    """Imports and calls MODULE:FACTORY; whatever it raises becomes a one-line UsageError."""
+    factory = _load_factory(spec)
+    try:
+        return factory()
+    except Exception as error:
+        raise UsageError(f"{spec}: the factory raised {one_line(error)}") from error
+
+
+def _model_and_inputs(spec: str) -> tuple[Any, tuple[Any, ...], dict[str, Any]]:
+    import torch
+
+    made = _call_factory(spec)
+    if not isinstance(made, tuple) or len(made) not in (2, 3):
+        raise UsageError(
+            f"{spec} returned {type(made).__name__}; it must return (model, args) or "
+            "(model, args, kwargs)"
+        )
+    model, example, *rest = made
+    kwargs = dict(rest[0]) if rest and rest[0] else {}
+    if not isinstance(model, torch.nn.Module):
+        raise UsageError(f"{spec} returned a {type(model).__name__}, not a torch.nn.Module")
+    example = tuple(example) if isinstance(example, list | tuple) else (example,)
+    return model, example, kwargs
+
+
+def _read_annotations(path: str) -> dict[str, dict[str, Any]]:
+    try:
+        with open(path, encoding="utf-8") as stream:
+            document = json.load(stream)
+    except (OSError, ValueError, RecursionError) as error:
+        reason = "nested too deeply" if isinstance(error, RecursionError) else error
+        raise UsageError(f"{path}: cannot read annotations: {reason}") from None
+    if not isinstance(document, dict) or not all(isinstance(v, dict) for v in document.values()):
+        raise UsageError(
+            f"{path}: annotations must be a JSON object {{module_path: {{key: value}}}}"
+        )
+    return document
+
+
+def _calibration_batches(
+    args: argparse.Namespace, example: tuple[Any, ...], kwargs: Mapping[str, Any]
+) -> list[Any]:
+    """``--batches FACTORY``'s batches (at most ``--calibrate N`` of them), else N random
+    batches like the example inputs (tensors random, other arguments kept as constants)."""
+    if args.batches:
+        made = _call_factory(args.batches)
+        if isinstance(made, str | bytes) or not hasattr(made, "__iter__"):
+            raise UsageError(
+                f"{args.batches} returned {type(made).__name__}; it must return an iterable "
+                "of batches (tensors, tuples, dicts)"
+            )
+        batches: list[Any] = []
+        for batch in made:
+            if args.calibrate and len(batches) >= args.calibrate:
+                break
+            batches.append(batch)
+        if not batches:
+            raise UsageError(f"{args.batches} returned no batches")
+        return batches
+    from modelprov.annotation._random_batches import random_batches
+
+    return list(random_batches(args.calibrate, example, kwargs))
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    import modelprov
+
+    if args.onnx is None and args.stablehlo is None:
+        raise UsageError("give --onnx OUT.onnx, --stablehlo OUT.mlir or both")
+    if args.calibrate is not None and args.calibrate < 1:
+        raise UsageError(f"--calibrate {args.calibrate}: give a positive number of batches")
+    outputs = [path for path in (args.onnx, args.stablehlo) if path is not None]
+    for path in outputs:
+        check_output(path, [args.annotations] if args.annotations else [])
+    if args.quantize is not None:
+        if args.onnx is None:
+            raise UsageError("--quantize needs --onnx OUT.onnx (the float model it quantizes)")
+        args.quantize = args.quantize or _quantized_name(args.onnx)
+        check_output(args.quantize, [args.onnx])
+    annotations: dict[str, dict[str, Any]] = {}
+    batches: list[Any] = []
+    with _status(f"building {args.factory}"):
+        model, example, kwargs = _model_and_inputs(args.factory)
+    if args.calibrate or args.batches:
+        batches = _calibration_batches(args, example, kwargs)
+        with _status(f"calibrating on {len(batches)} batches"):
+            annotations = modelprov.calibrate(model, batches)
+    if args.annotations:
+        for path, keys in _read_annotations(args.annotations).items():
+            annotations.setdefault(path, {}).update(keys)
+    if args.onnx is not None:
+        with _status(f"exporting {args.onnx}"), _user_model_errors(args.factory, "export"):
+            onnx_program = modelprov.export(
+                model,
+                example,
+                args.onnx,
+                kwargs=kwargs or None,
+                annotations=annotations or None,
+                optimize=not args.no_optimize,
+                verbose=args.verbose,
+            )
+        ranges = f", ranges of {len(annotations)} modules" if annotations else ""
+        _progress.summary(f"wrote {args.onnx}: {_model_summary(onnx_program.model)}{ranges}")
+    if args.quantize is not None:
+        _export_quantized(args, batches or None)
+    if args.stablehlo is not None:
+        with _status(f"lowering to StableHLO {args.stablehlo}"):
+            program = modelprov.export_stablehlo(
+                model, example, kwargs or None, annotations=annotations or None
+            )
+            program.save(args.stablehlo)
+        _progress.summary(
+            f"wrote {args.stablehlo}: {len(program.ops)} ops, "
+            f"{program.coverage:.0%} name their FX node"
+        )
+    return EXIT_OK
+
+
+@contextlib.contextmanager
+def _user_model_errors(spec: str, doing: str) -> Iterator[None]:
+    """Failures of torch on the user's model become one-line usage errors naming it."""
+    try:
+        yield
+    except (ModelprovError, KeyboardInterrupt):
+        raise
+    except Exception as error:
+        raise UsageError(f"{spec}: {doing} failed: {one_line(error)}") from error
+
+
+def _quantized_name(path: str) -> str:
+    stem, extension = os.path.splitext(path)
+    return f"{stem}.quant{extension or '.onnx'}"
+
+
+def _export_quantized(args: argparse.Namespace, batches: list[Any] | None) -> None:
+    """Quantizes the exported --onnx model into --quantize (ranges from --calibrate)."""
+    from modelprov.onnx._quantize import quantize
+
+    with _status(f"quantizing {args.onnx} into {args.quantize}"):
+        float_model = load_model(args.onnx, load_weights=True)
+        result = quantize(float_model, calibration_batches=batches, **_quantize_options(args))
+        save_model(result, args.quantize)
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from modelprov._demo import run_demo
+
+    folder = run_demo(sys.stdout, folder=args.output_dir)
+    print(f"demo models written to {folder}")
+    return EXIT_OK
+
+
+# --- quantize -------------------------------------------------------------------------------
+
+
+def _read_ranges(path: str) -> dict[str, Any]:
+    try:
+        with open(path, encoding="utf-8") as stream:
+            document = json.load(stream)
+    except (OSError, ValueError) as error:
+        raise UsageError(f"{path}: cannot read ranges: {error}") from None
+    if not isinstance(document, dict):
+        raise UsageError(
+            f"{path}: ranges must be a JSON object {{tensor or module path: [min, max]}}"
+        )
+    return document
+
+
+def _read_batches(paths: Sequence[str]) -> list[dict[str, Any]]:
+    """One calibration batch per .npz file, arrays by graph input name (never unpickled)."""
+    import numpy as np
+
+    batches: list[dict[str, Any]] = []
+    for path in paths:
+        try:
+            with np.load(path, allow_pickle=False) as arrays:
+                batches.append({name: arrays[name] for name in arrays.files})
+        except (OSError, ValueError) as error:
+            raise UsageError(
+                f"{path}: cannot read a calibration batch ({error}); give .npz files with "
+                "one array per graph input, named like the input (numpy.savez)"
+            ) from None
+    return batches
+
+
+def _quantize_options(args: argparse.Namespace) -> dict[str, Any]:
+    return {
+        "format": args.format,
+        "activation_type": args.activation_type,
+        "weight_type": args.weight_type,
+        "per_channel": args.per_channel,
+    }
+
+
+def _report_quantized(model: ir.Model, as_json: bool) -> None:
+    from modelprov.onnx._quant_params import quantized_tensors, table_json, table_text
+
+    tensors = quantized_tensors(model)
+    print(table_json(tensors) if as_json else table_text(tensors))
+
+
+def _cmd_quantize(args: argparse.Namespace) -> int:
+    from modelprov.onnx._quantize import quantize
+
+    output = check_output(args.output, [args.model], in_place=args.in_place)
+    ranges = _read_ranges(args.ranges) if args.ranges else None
+    batches = _read_batches(args.calibrate_from) if args.calibrate_from else None
+    with _status(f"loading {args.model}"):
+        model = model_from_proto(load_model_proto(args.model, load_weights=True), args.model)
+    with _status("quantizing with onnxruntime"):
+        result = quantize(
+            model, ranges=ranges, calibration_batches=batches, **_quantize_options(args)
+        )
+    with _status(f"writing {output}"):
+        save_model(result, output)
+    _report_quantized(result, args.json)
+    return EXIT_OK
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from modelprov.report import write_report
+
+    check_output(args.output, [args.model, *([args.before] if args.before else [])])
+    with _status(f"writing the report {args.output}"):
+        path = write_report(args.model, args.output, before=args.before)
+    _progress.summary(f"wrote {path}: open it in a browser (it loads nothing)")
+    return EXIT_OK
+
+
+def _cmd_overlay(args: argparse.Namespace) -> int:
+    from modelprov.report import write_overlay
+
+    check_output(args.output, [args.model], in_place=False)
+    with _status(f"writing node data {args.output}"):
+        path = write_overlay(args.model, args.output, key=args.key, coverage=args.coverage)
+    _progress.summary(f"wrote {path}: Model Explorer node data")
+    return EXIT_OK
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not positive; give 1 or more")
+    return value
+
+
+def _recall(text: str) -> float:
+    """A recall threshold: a number in [0, 1] (nan and out-of-range values refused)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if math.isnan(value) or not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{value} is not a recall; give a number in 0..1")
+    return value
+
+
+def one_line(error: BaseException) -> str:
+    text = " ".join(str(error).split()) or type(error).__name__
+    if not isinstance(error, ModelprovError):
+        text = f"{type(error).__name__}: {text}"
+    return text if len(text) <= 2000 else text[:1997] + "..."
+
+
+# --- the options the pass-backed commands derive their flags from ----------------------------
+
+
+def _optimize_pass() -> type:
+    from modelprov.onnx._optimize import OptimizeProvenancePass
+
+    return OptimizeProvenancePass
+
+
+def _recover_options() -> type:
+    from modelprov.onnx._recover import RecoverOptions
+
+    return RecoverOptions
+
+
+def _functionize_pass() -> type:
+    from modelprov.onnx._functionize import FunctionizePass
+
+    return FunctionizePass
+
+
+def _inline_pass() -> type:
+    from modelprov.onnx._inline import InlinePass
+
+    return InlinePass
+
+
+# per_pass is what --report and --json choose: the per-step report needs it.
+_OPTIMIZE_SET_BY_COMMAND = ("per_pass",)
+
+
+# --- the table ------------------------------------------------------------------------------
+
+_OUTPUT = (
+    argument(
+        "-o",
+        "--output",
+        required=True,
+        metavar="OUT.onnx",
+        help="output .onnx file, written atomically (weights over 2 GB or kept on disk go "
+        "to OUT.onnx.data)",
+    ),
+    argument(
+        "--in-place",
+        action="store_true",
+        help="allow OUT.onnx to be an input (it is replaced atomically)",
+    ),
+)
+
+_QUANTIZE_OPTIONS = (
+    argument(
+        "--format",
+        choices=("qdq", "qoperator"),
+        default="qdq",
+        help="QuantizeLinear/DequantizeLinear pairs (qdq, the default) or QLinear ops",
+    ),
+    *(
+        argument(
+            f"--{role}-type",
+            choices=("int8", "uint8", "int16", "uint16"),
+            default="int8",
+            help=f"integer type of the {role}s (default int8, as onnxruntime)",
+        )
+        for role in ("activation", "weight")
+    ),
+    argument("--per-channel", action="store_true", help="one weight scale per output channel"),
+)
+
+COMMANDS: tuple[Command, ...] = (
+    Command(
+        "export",
+        "export a PyTorch model to ONNX (and StableHLO) with provenance",
+        _cmd_export,
+        (
+            argument("factory", metavar="MODULE:FACTORY", help="importable model factory"),
+            argument("--onnx", metavar="OUT.onnx", help="write the ONNX model here"),
+            argument(
+                "--stablehlo",
+                metavar="OUT.mlir",
+                help="write StableHLO text here (plus OUT.mlir.jaxexport and "
+                "OUT.mlir.weights.npz); needs the stablehlo extra",
+            ),
+            argument(
+                "--calibrate",
+                type=_positive_int,
+                metavar="N",
+                help="run N random batches shaped like the example inputs through "
+                "modelprov.calibrate and attach the per-module output ranges (custom.min, "
+                "custom.max); tensors get random values of their shape and dtype, other "
+                "arguments (use_cache=False) stay as given",
+            ),
+            argument(
+                "--batches",
+                metavar="MODULE:FACTORY",
+                help="calibrate on the batches this callable returns (an iterable of tensors, "
+                "tuples or dicts) instead of random ones; --calibrate N then caps their number",
+            ),
+            argument(
+                "--annotations",
+                metavar="FILE.json",
+                help="per-module metadata, JSON {module_path: {key: value}}; overrides "
+                "--calibrate per key",
+            ),
+            argument(
+                "--no-optimize",
+                action="store_true",
+                help="skip optimization (torch.onnx.export(optimize=False) plus annotations)",
+            ),
+            argument(
+                "--quantize",
+                nargs="?",
+                const="",
+                metavar="QUANT.onnx",
+                help="also quantize the ONNX model with modelprov.quantize (ranges from "
+                "--calibrate; its batches calibrate the graph inputs) into QUANT.onnx "
+                "(default OUT.quant.onnx)",
+            ),
+            *_QUANTIZE_OPTIONS,
+        ),
+        description="Export MODULE:FACTORY, a callable returning (model, args) or "
+        "(model, args, kwargs), with modelprov.export / modelprov.export_stablehlo.",
+    ),
+    Command(
+        "optimize",
+        "optimize an ONNX model like torch.onnx does, keeping provenance",
+        _cmd_optimize,
+        (
+            argument("model", metavar="MODEL.onnx", help="input .onnx file (not modified)"),
+            *_OUTPUT,
+            OptionsOf(_optimize_pass, skip=_OPTIMIZE_SET_BY_COMMAND),
+            argument(
+                "--report",
+                action="store_true",
+                help="print what each step merged and lost, then the overall diff",
+            ),
+            argument("--json", action="store_true", help="print the report as JSON"),
+        ),
+        description="modelprov.optimize on a file (loads the weights: constant folding needs "
+        "them).",
+    ),
+    Command(
+        "recover",
+        "give a model optimized by another tool the provenance of its original",
+        _cmd_recover,
+        (
+            argument("original", metavar="ORIGINAL.onnx", help="the model before the tool"),
+            argument("optimized", metavar="OPTIMIZED.onnx", help="the tool's output"),
+            *_OUTPUT,
+            OptionsOf(_recover_options),
+            argument(
+                "--report",
+                action="store_true",
+                help="print how sure each attribution is, unattributed nodes and lost sources",
+            ),
+            argument(
+                "--json", action="store_true", help="print that report as JSON (implies --report)"
+            ),
+        ),
+        description="modelprov.recover(ORIGINAL, OPTIMIZED): works on the graphs alone; "
+        "weights are never loaded into memory.",
+    ),
+    Command(
+        "functionize",
+        "wrap ops into model-local functions named after their ATen ops",
+        _cmd_functionize,
+        (
+            argument("model", metavar="MODEL.onnx", help="input .onnx file"),
+            *_OUTPUT,
+            OptionsOf(_functionize_pass),
+        ),
+        description="modelprov.functionize on a file: works on the graph alone.",
+    ),
+    Command(
+        "inline",
+        "inline model-local functions, keeping provenance",
+        _cmd_inline,
+        (
+            argument("model", metavar="MODEL.onnx", help="input .onnx file"),
+            *_OUTPUT,
+            OptionsOf(_inline_pass),
+        ),
+        description="modelprov.inline on a file: works on the graph alone.",
+    ),
+    Command(
+        "audit",
+        "report the provenance a model carries",
+        _cmd_audit,
+        (
+            argument("model", metavar="MODEL.onnx", help="the model to audit"),
+            argument("--json", action="store_true", help="print JSON (modelprov.audit v1)"),
+        ),
+        description="Nodes, nodes without sources, per-key coverage, FX nodes, source lines, "
+        "module paths, metadata bytes and the largest values, invalid metadata, functions "
+        "and overloads. Weights are never loaded.",
+    ),
+    Command(
+        "diff",
+        "provenance recall of AFTER against BEFORE",
+        _cmd_diff,
+        (
+            argument("before", metavar="BEFORE.onnx", help="the model before (e.g. the export)"),
+            argument("after", metavar="AFTER.onnx", help="the model after (e.g. optimized)"),
+            argument("--json", action="store_true", help="print JSON (modelprov.diff v1)"),
+            argument(
+                "--fail-under",
+                type=_recall,
+                metavar="RECALL",
+                help="exit 1 when the FX-node recall (dyn) is under RECALL (0..1), for CI",
+            ),
+        ),
+        description="Recall of FX nodes, source lines and module paths (overall and for nodes "
+        "computing on graph inputs, 'dyn'), the lost FX nodes with their source lines, and "
+        "nodes without sources. Weights are never loaded.",
+    ),
+    Command(
+        "demo",
+        "export bundled examples with and without modelprov, compare",
+        _cmd_demo,
+        (
+            argument(
+                "--output-dir",
+                metavar="DIR",
+                help="folder for the demo models (default: a temp folder)",
+            ),
+        ),
+    ),
+    Command(
+        "report",
+        "write a self-contained HTML provenance report",
+        _cmd_report,
+        (
+            argument("model", help="the .onnx model to show"),
+            argument(
+                "--before",
+                metavar="ORIGINAL",
+                help="the model before the change: recall, lost sources",
+            ),
+            argument("-o", "--output", required=True, help="output .html file"),
+        ),
+    ),
+    Command(
+        "overlay",
+        "Model Explorer node data: provenance coverage or a numeric key",
+        _cmd_overlay,
+        (
+            argument("model", help="the .onnx model"),
+            argument("-o", "--output", required=True, help="output .json file"),
+            Exclusive(
+                (
+                    argument("--key", help="a numeric metadata key to colour by, e.g. custom.max"),
+                    argument(
+                        "--coverage",
+                        action="store_true",
+                        help="sources per node, coloured by state (default)",
+                    ),
+                )
+            ),
+        ),
+    ),
+    Command(
+        "quantize",
+        "quantize with onnxruntime, scales from the model's calibrated ranges",
+        _cmd_quantize,
+        (
+            argument("model", metavar="MODEL.onnx", help="the float model (not modified)"),
+            *_OUTPUT,
+            argument(
+                "--calibrate-from",
+                nargs="+",
+                metavar="BATCH.npz",
+                help="calibration batches for tensors without a range: one .npz per batch, "
+                "one array per graph input, named like the input",
+            ),
+            argument(
+                "--ranges",
+                metavar="FILE.json",
+                help="ranges by tensor name or module path, JSON {name: [min, max]}; win over "
+                "the model's custom.min/custom.max",
+            ),
+            *_QUANTIZE_OPTIONS,
+            argument("--json", action="store_true", help="print the table as JSON"),
+        ),
+        description="modelprov.quantize on a file: onnxruntime.quantization.quantize_static "
+        "with each activation's range from its custom.min/custom.max (modelprov export "
+        "--calibrate) or --ranges; tensors without a range are calibrated by onnxruntime "
+        "from --calibrate-from. Every node of the result keeps its sources. Prints each "
+        "quantized tensor's range, scale and zero point.",
+    ),
+)

@@ -1,0 +1,504 @@
+"""Merge policies: how the values of one metadata key combine when sources meet.
+
+A policy is any callable ``policy(values, ctx) -> str | None``. ``values`` are the
+non-empty values of one key on the sources of a node, in source order (the order the
+sources first appear in the unoptimized export); ``ctx`` says which of them come from
+sources whose outputs the node produces. Returning ``None`` drops the key.
+
+Policies are values: pass a :class:`Policies` to every function that merges. There is no
+module-level switch and no global registry.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import dataclasses
+import fnmatch
+import json
+import math
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Protocol, runtime_checkable
+
+from modelprov.core import _stack_trace, keys
+from modelprov.errors import PolicyError
+
+__all__ = [
+    "DEFAULT_POLICIES",
+    "MergeContext",
+    "Policies",
+    "Policy",
+    "common_prefix",
+    "drop",
+    "error_on_conflict",
+    "first",
+    "follow_output",
+    "from_output",
+    "join",
+    "max",
+    "min",
+    "stack_traces",
+    "union",
+    "value_scoped",
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class MergeContext:
+    """What a policy may know about the merge it is asked to do.
+
+    Attributes:
+        key: the metadata key being merged.
+        node: the name of the node (or value, or op) receiving the merged value.
+        from_output: parallel to ``values``: True where the value comes from a source
+            whose output the node produces (the tensor it computes), False where the
+            source was absorbed (a fused producer, a folded constant, an eliminated node).
+        source_ids: parallel to ``values``: the id of the source each value came from.
+    """
+
+    key: str
+    node: str = ""
+    from_output: tuple[bool, ...] = ()
+    source_ids: tuple[str, ...] = ()
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """A merge policy: combines one key's values into one value, or ``None`` to drop."""
+
+    def __call__(self, values: Sequence[str], ctx: MergeContext, /) -> str | None: ...
+
+
+@dataclasses.dataclass(frozen=True)
+class _Named:
+    """A built-in policy: a named function, optionally value-scoped."""
+
+    name: str
+    function: Callable[[Sequence[str], MergeContext], str | None]
+    value_scoped: bool = False
+
+    def __call__(self, values: Sequence[str], ctx: MergeContext, /) -> str | None:
+        return self.function(values, ctx)
+
+    def __repr__(self) -> str:
+        return f"modelprov.core.policy.{self.name}"
+
+
+def _distinct(items: Iterable[str]) -> list[str]:
+    seen: set[str] = set()
+    out: list[str] = []
+    for item in items:
+        if item not in seen:
+            seen.add(item)
+            out.append(item)
+    return out
+
+
+def _union_elements(value: str) -> list[str]:
+    """A value as a set of atoms: union's own several-values form stands for its elements.
+
+    That form is a sorted JSON array of at least two distinct strings exactly as union
+    writes it; any other text (``[]``, ``["a"]``, ``["b","a"]``) is one atom, kept as is.
+    Elements in that form are expanded too, so the atoms of a merge are the atoms of its
+    values.
+    """
+    atoms: list[str] = []
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        elements = _union_form(item)
+        if elements is None:
+            atoms.append(item)
+        else:
+            pending.extend(elements)
+    return atoms
+
+
+def _union_form(value: str) -> list[str] | None:
+    if not (value.startswith('["') and value.endswith('"]')):
+        return None
+    try:
+        parsed = json.loads(value)
+    except (ValueError, RecursionError):
+        return None
+    if (
+        isinstance(parsed, list)
+        and len(parsed) >= 2
+        and all(isinstance(item, str) for item in parsed)
+        and _dump_union(parsed) == value
+        and sorted(set(parsed)) == parsed
+    ):
+        return parsed
+    return None
+
+
+def _dump_union(elements: list[str]) -> str:
+    return json.dumps(elements, ensure_ascii=False)
+
+
+def _union(values: Sequence[str], ctx: MergeContext) -> str | None:
+    elements = sorted({element for value in values for element in _union_elements(value)})
+    if not elements:
+        return None
+    if len(elements) == 1:
+        return elements[0]
+    return _dump_union(elements)
+
+
+union = _Named("union", _union)
+"""All distinct values, sorted; one value stays as it is, several become a JSON array.
+
+Values that are JSON arrays of strings count as their elements, so merging merged values
+equals merging everything at once. Deterministic, idempotent and order-independent.
+"""
+
+
+def join(sep: str = "\n") -> Policy:
+    """Pieces in source order joined by ``sep``; values are split on ``sep`` first, and a
+    value's pieces that an earlier value already had are left out.
+
+    Empty pieces (blank lines for ``"\n"``) stay, attached to the piece after them, so a
+    single value comes back unchanged and merging merged values loses nothing.
+    """
+    if not sep:
+        raise ValueError("join(sep): the separator must not be empty")
+
+    def _join(values: Sequence[str], ctx: MergeContext) -> str | None:
+        pieces: list[str] = []
+        seen: set[str] = set()
+        for value in values:
+            own = _join_pieces(value, sep)
+            pieces.extend(piece for piece in own if piece not in seen)
+            seen.update(own)
+        return sep.join(pieces) if pieces else None
+
+    return _Named(f"join({sep!r})", _join)
+
+
+def _join_pieces(value: str, sep: str) -> list[str]:
+    """``value`` split on ``sep`` so that ``sep.join`` gives it back exactly: empty parts
+    are glued to the next part (leading separators) or to the last one (trailing)."""
+    parts = value.split(sep)
+    pieces: list[str] = []
+    empty = 0
+    for part in parts:
+        if not part:
+            empty += 1
+            continue
+        pieces.append(sep * empty + part)
+        empty = 0
+    if not pieces:
+        return [value] if value else []
+    if empty:
+        pieces[-1] += sep * empty
+    return pieces
+
+
+def _as_str_list(value: str) -> list[str] | None:
+    if not (value.startswith("[") and value.endswith("]")):
+        return None
+    try:
+        parsed = ast.literal_eval(value)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return None
+    if isinstance(parsed, list) and all(isinstance(item, str) for item in parsed):
+        return parsed
+    return None
+
+
+_SEGMENT = re.compile(r"[^/]+|/")
+_DOTTED = re.compile(r"[^.]+|\.")
+
+
+def _common_prefix(values: Sequence[str], ctx: MergeContext) -> str | None:
+    distinct = _distinct(values)
+    if not distinct:
+        return None
+    if len(distinct) == 1:
+        return distinct[0]
+    lists = [_as_str_list(value) for value in distinct]
+    if all(item is not None for item in lists):
+        parsed = [item for item in lists if item is not None]
+        prefix = _shared_prefix(parsed)
+        return repr(prefix)
+    separator = _SEGMENT if any("/" in value for value in distinct) else _DOTTED
+    tokens = _shared_prefix([separator.findall(value) for value in distinct])
+    while tokens and tokens[-1] in ("/", "."):
+        tokens.pop()
+    return "".join(tokens)
+
+
+def _shared_prefix(sequences: Sequence[Sequence[str]]) -> list[str]:
+    prefix: list[str] = []
+    for items in zip(*sequences, strict=False):
+        if any(item != items[0] for item in items):
+            break
+        prefix.append(items[0])
+    return prefix
+
+
+common_prefix = _Named("common_prefix", _common_prefix)
+"""The longest common stem, cut at whole segments.
+
+Python or JSON lists of strings (``name_scopes``, ``class_hierarchy``) are cut element-wise
+and written back as a list; values containing ``/`` (``namespace``) are cut at ``/``
+segments; other values (module paths) at ``.`` segments. Associative and idempotent.
+"""
+
+
+stack_traces = _Named(
+    "stack_traces",
+    lambda values, ctx: _stack_trace.format_merged_traces(values) or None,
+)
+"""Every distinct stack trace, in source order, shared outer frames shown once.
+
+Merged values are flattened first, so merging is associative and idempotent; the format
+is in docs/metadata-format.md and parses back with modelprov's own parser.
+"""
+
+
+_NUMBER = re.compile(
+    r"[+-]?(?:\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?|inf|infinity)", re.I
+)
+"""A decimal number as people and modelprov write it: no underscores, no spaces."""
+
+
+def _numbers(values: Sequence[str], ctx: MergeContext) -> list[tuple[float, str]]:
+    parsed: list[tuple[float, str]] = []
+    for value in values:
+        try:
+            if not _NUMBER.fullmatch(value):
+                raise ValueError(value)
+            number = float(value)
+        except ValueError:
+            raise PolicyError(
+                f"policy {ctx.key!r} on node {ctx.node!r}: value {value[:80]!r} is not a "
+                "number; use a non-numeric policy such as union for this key"
+            ) from None
+        if math.isnan(number):
+            raise PolicyError(f"policy {ctx.key!r} on node {ctx.node!r}: value is NaN")
+        parsed.append((number, value))
+    return parsed
+
+
+def _min(values: Sequence[str], ctx: MergeContext) -> str | None:
+    numbers = _numbers(values, ctx)
+    return builtins.min(numbers, key=lambda item: item[0])[1] if numbers else None
+
+
+def _max(values: Sequence[str], ctx: MergeContext) -> str | None:
+    numbers = _numbers(values, ctx)
+    return builtins.max(numbers, key=lambda item: item[0])[1] if numbers else None
+
+
+min = _Named("min", _min)
+"""The smallest number, written exactly as the source wrote it."""
+
+max = _Named("max", _max)
+"""The largest number, written exactly as the source wrote it."""
+
+
+def _from_output(values: Sequence[str], ctx: MergeContext) -> str | None:
+    chosen = [value for value, is_output in zip(values, ctx.from_output, strict=False) if is_output]
+    return chosen[-1] if chosen else None
+
+
+from_output = _Named("from_output", _from_output, value_scoped=True)
+"""The value of the source whose output the node produces (value-scoped data).
+
+When several sources' outputs meet on one node (an eliminated Identity, a merged
+duplicate), the most downstream one wins. Nodes producing no source's output drop the key.
+"""
+
+
+def _follow_output(values: Sequence[str], ctx: MergeContext) -> str | None:
+    chosen = [value for value, is_output in zip(values, ctx.from_output, strict=False) if is_output]
+    if chosen:
+        return chosen[-1]
+    return values[-1] if values else None
+
+
+follow_output = _Named("follow_output", _follow_output)
+"""The value of the source producing the node's output; without one, of the last source.
+
+For layout keys (``namespace``): a node that absorbed shared code (a mask, a constant)
+stays where its output is computed, e.g. in its layer; sources are in export order, so the
+last one is the most downstream. The merged values remain in the node's sources.
+"""
+
+first = _Named("first", lambda values, ctx: values[0] if values else None)
+"""The first value in source order."""
+
+drop = _Named("drop", lambda values, ctx: None)
+"""Drops the key from merged nodes."""
+
+
+def _error_on_conflict(values: Sequence[str], ctx: MergeContext) -> str | None:
+    distinct = _distinct(values)
+    if len(distinct) > 1:
+        shown = ", ".join(repr(value[:60]) for value in distinct[:4])
+        raise PolicyError(
+            f"key {ctx.key!r} on node {ctx.node!r} has {len(distinct)} different values "
+            f"({shown}) and its policy is error_on_conflict; give the key another policy"
+        )
+    return distinct[0] if distinct else None
+
+
+error_on_conflict = _Named("error_on_conflict", _error_on_conflict)
+"""The one value all sources agree on; raises PolicyError when they differ."""
+
+
+def value_scoped(policy: Policy) -> Policy:
+    """Declares ``policy`` value-scoped: its key follows tensors, not operations.
+
+    The wrapped policy sees only the values of sources whose outputs the node produces,
+    so ``value_scoped(max)`` is the largest value among the tensors the node computes.
+    """
+    name = getattr(policy, "name", getattr(policy, "__name__", repr(policy)))
+
+    def _scoped(values: Sequence[str], ctx: MergeContext) -> str | None:
+        pairs = [
+            (value, source)
+            for value, source, is_output in zip(
+                values, ctx.source_ids or ("",) * len(values), ctx.from_output, strict=False
+            )
+            if is_output
+        ]
+        if not pairs:
+            return None
+        outputs = tuple(True for _ in pairs)
+        sources = tuple(source for _, source in pairs)
+        narrowed = dataclasses.replace(ctx, from_output=outputs, source_ids=sources)
+        return policy([value for value, _ in pairs], narrowed)
+
+    return _Named(f"value_scoped({name})", _scoped, value_scoped=True)
+
+
+def _specificity(pattern: str) -> int:
+    return sum(1 for char in pattern if char not in "*?[]")
+
+
+def _is_glob(key: str) -> bool:
+    return any(char in key for char in "*?[")
+
+
+class Policies(Mapping[str, Policy]):
+    """An immutable mapping from a metadata key or glob (``custom.*``) to a policy.
+
+    Lookup: an exact key beats a glob; among globs the most specific (most literal
+    characters) wins. Keys that match nothing get ``default`` (``union``: lossless).
+    ``a | b`` combines, ``b`` winning; ``b`` may be a Policies or a plain dict.
+    """
+
+    __slots__ = ("_default", "_entries", "_resolved")
+
+    def __init__(
+        self, mapping: Mapping[str, Policy] | None = None, *, default: Policy | None = None
+    ) -> None:
+        entries: dict[str, Policy] = {}
+        for key, policy in (mapping or {}).items():
+            if not isinstance(key, str) or not key:
+                raise TypeError(f"Policies keys must be non-empty strings, got {key!r}")
+            if not callable(policy):
+                raise TypeError(
+                    f"policy for key {key!r} must be callable (values, ctx) -> str | None, "
+                    f"got {type(policy).__name__}"
+                )
+            entries[key] = policy
+        self._entries = entries
+        self._default: Policy = default if default is not None else union
+        self._resolved: dict[str, Policy] = {}  # immutable: each key resolves once
+
+    @property
+    def default(self) -> Policy:
+        """The policy for keys that match no entry."""
+        return self._default
+
+    def __getitem__(self, key: str) -> Policy:
+        return self._entries[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __or__(self, other: Mapping[str, Policy]) -> Policies:
+        if not isinstance(other, Mapping):
+            return NotImplemented
+        default = other.default if isinstance(other, Policies) else self._default
+        return Policies({**self._entries, **other}, default=default)
+
+    def __ror__(self, other: Mapping[str, Policy]) -> Policies:
+        if not isinstance(other, Mapping):
+            return NotImplemented
+        return Policies({**other, **self._entries}, default=self._default)
+
+    def __repr__(self) -> str:
+        return f"Policies({self._entries!r})"
+
+    def resolve(self, key: str) -> Policy:
+        """The policy that applies to ``key``."""
+        found = self._resolved.get(key)
+        if found is None:
+            found = self._resolved[key] = self._lookup(key)
+        return found
+
+    def _lookup(self, key: str) -> Policy:
+        exact = self._entries.get(key)
+        if exact is not None and not _is_glob(key):
+            return exact
+        best: tuple[int, int, Policy] | None = None
+        for order, (pattern, policy) in enumerate(self._entries.items()):
+            if _is_glob(pattern) and fnmatch.fnmatchcase(key, pattern):
+                rank = (_specificity(pattern), order, policy)
+                if best is None or rank[:2] > best[:2]:
+                    best = rank
+        return best[2] if best is not None else self._default
+
+    def is_value_scoped(self, key: str) -> bool:
+        """True when ``key`` follows tensors (its policy is ``from_output`` or declared so)."""
+        return bool(getattr(self.resolve(key), "value_scoped", False))
+
+    def merge(self, key: str, values: Sequence[str], ctx: MergeContext) -> str | None:
+        """Applies the key's policy, turning any failure into a PolicyError that names it."""
+        policy = self.resolve(key)
+        try:
+            result = policy(values, ctx)
+        except PolicyError:
+            raise
+        except Exception as error:
+            raise PolicyError(
+                f"policy {policy!r} for key {key!r} failed on node {ctx.node!r}: "
+                f"{type(error).__name__}: {error}"
+            ) from error
+        if result is not None and not isinstance(result, str):
+            raise PolicyError(
+                f"policy {policy!r} for key {key!r} on node {ctx.node!r} returned "
+                f"{type(result).__name__}; a policy must return a str or None"
+            )
+        return result
+
+
+DEFAULT_POLICIES = Policies(
+    {
+        keys.NAMESPACE_KEY: follow_output,
+        keys.CLASS_HIERARCHY_KEY: follow_output,
+        keys.NAME_SCOPES_KEY: follow_output,
+        keys.FX_NODE_KEY: join("\n"),
+        keys.STACK_TRACE_KEY: stack_traces,
+        keys.TORCH_EXPORT_KEY_PATTERN: union,
+        keys.ONNXSCRIPT_RULE_NAME_KEY: join(", "),
+        keys.ONNXSCRIPT_FOLDED_FROM_KEY: union,
+        keys.ATEN_CALL_KEY: join("\n"),
+        **dict.fromkeys(keys.CALIBRATION_KEY_PATTERNS, from_output),
+    }
+)
+"""Policies for every key torch.onnx and onnxscript write, and the calibration keys.
+
+The statistics :func:`modelprov.calibrate` writes (``custom.min``, ``custom.max``,
+``custom.mean``, ``custom.std``, ``custom.pNN``, ``custom.histogram``,
+``custom.outputN.*``) are value-scoped: a fused node's range is the range of the tensor it
+produces. Every other key falls back to ``union`` (lossless, module-scoped).
+"""
