@@ -358,3 +358,17 @@ def test_page_unpacks_what_report_data_built(browser: Browser, tmp_path: str) ->
     for j in nodes[last]["in"] + nodes[last]["out"]:
         assert (nodes[j]["name"] or f"{nodes[j]['op']}@{j}") in details
     assert page.errors == []
+
+
+@needs_chromium
+def test_a_browser_without_decompression_says_so(browser: Browser, tmp_path: str) -> None:
+    """The data is inflated with DecompressionStream; a browser lacking it gets a message."""
+    path = os.path.join(tmp_path, "old-browser.html")
+    with open(path, "w", encoding="utf-8") as stream:
+        stream.write(report(synthetic_model(20)))
+    page = browser.new_page()
+    page.send("Page.addScriptToEvaluateOnNewDocument", source="delete window.DecompressionStream;")
+    page.goto("file://" + path)
+    assert page.evaluate(WAIT_READY) == "error"
+    assert "DecompressionStream" in page.evaluate("document.getElementById('status').textContent")
+    assert page.evaluate("document.querySelectorAll('#node-rows tr').length") == 0
