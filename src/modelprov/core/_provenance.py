@@ -255,7 +255,7 @@ class Provenance:
             elif indices:
                 node.metadata_props[NODE_SOURCES_KEY] = dump_ids(self.table.ids(indices))
             for value in node.outputs:
-                self._write_value(value, policies, derived.get(value))
+                self._write_value(value, policies, derived.get(value), scoped)
         if len(carried) == len(self.table):
             model.metadata_props.pop(TABLE_KEY, None)
         else:
@@ -266,8 +266,14 @@ class Provenance:
         return carries_source(label, merged, self.table[index])
 
     def _write_value(
-        self, value: ir.Value, policies: Policies, derived: frozenset[int] | None
+        self,
+        value: ir.Value,
+        policies: Policies,
+        derived: frozenset[int] | None,
+        scoped: dict[int, bool],
     ) -> None:
+        """Writes a value's ``output_of`` and value-scoped keys (``scoped``: the cache of
+        ``_has_scoped_key``)."""
         sources = sorted(self.value_sources.get(value, frozenset()))
         if not sources and not derived and not value.metadata_props:
             return  # nothing to remove, nothing to write
@@ -276,8 +282,8 @@ class Provenance:
         value.metadata_props.pop(OUTPUT_OF_KEY, None)
         if frozenset(sources) != (derived or frozenset()):
             value.metadata_props[OUTPUT_OF_KEY] = dump_ids(self.table.ids(sources))
-        if not sources:
-            return
+        if not any(_has_scoped_key(self.table, index, policies, scoped) for index in sources):
+            return  # no source has a value-scoped key: nothing to merge
         keys = _ordered_keys(self.table[index] for index in sources)
         for key in keys:
             if not policies.is_value_scoped(key):
