@@ -79,7 +79,8 @@ def to_ir_copy(model: onnx.ModelProto | ir.Model, policies: Policies | None = No
 
 def _detach_attribute_tensors(model: ir.Model) -> None:
     """Gives every tensor attribute of ``model`` (graphs, subgraphs, functions) a tensor
-    object of its own; an ``ir.Tensor``'s data is shared, other kinds are read into one."""
+    object of its own; an ``ir.Tensor``'s data is shared, a tensor read from a proto gets a
+    copy of its proto, other kinds are read into an ``ir.Tensor``."""
     nodes = all_nodes(model.graph)
     for function in model.functions.values():
         nodes.extend(ir.traversal.RecursiveGraphIterator(function))
@@ -95,6 +96,13 @@ def _detach_attribute_tensors(model: ir.Model) -> None:
             # The value of a TENSOR attribute is its tensor: as_tensor()'s runtime protocol
             # check costs more than the copy.
             tensor = attribute.value
+            if isinstance(tensor, ir.serde.TensorProtoTensor):
+                # Read from a proto: a copy of the proto is a tensor of its own, cheaper
+                # than reading the data into an array.
+                proto = onnx.TensorProto()
+                proto.CopyFrom(tensor.raw)
+                node.attributes[name] = ir.AttrTensor(name, ir.serde.TensorProtoTensor(proto))
+                continue
             data = tensor.raw if isinstance(tensor, ir.Tensor) else tensor.numpy()
             own = ir.Tensor(
                 data,
