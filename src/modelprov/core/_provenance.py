@@ -72,7 +72,7 @@ class Provenance:
         table, node_ids = collect_sources(
             dict(model.metadata_props),
             [
-                (node_label(node, position), dict(node.metadata_props))
+                (node_label(node, position), node.metadata_props)
                 for position, node in enumerate(nodes)
             ],
         )
