@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import functools
 import json
+import os
+import subprocess
+import sys
 import warnings
 
 import numpy as np
@@ -112,6 +115,34 @@ def test_aten_functionize_checks_and_runs_at_every_level() -> None:
     expected = run(original, inputs, LEVELS[0])
     for level in LEVELS:
         np.testing.assert_allclose(run(result, inputs, level), expected, atol=1e-5, rtol=0)
+
+
+def test_functionize_of_a_modelprov_export_needs_no_torch(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The model's schema pool gives every call's arguments: functionize, at both levels,
+    and inline run without importing torch (which costs seconds and memory)."""
+    path = tmp_path / "gpt2.onnx"
+    onnx.save(ir.to_proto(gpt2_export()), path)
+    code = (
+        "import sys\n"
+        "from modelprov.cli import main\n"
+        "model, functionized, inlined = sys.argv[1:]\n"
+        "for level in ('aten', 'module'):\n"
+        "    assert main(['-q', 'functionize', '--level', level, model, '-o', functionized]) == 0\n"
+        "    assert main(['-q', 'inline', functionized, '-o', inlined]) == 0\n"
+        "print(sorted(name for name in sys.modules if name.split('.')[0] == 'torch'))\n"
+    )
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.path.join(root, "src"), root])}
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(path), str(tmp_path / "f.onnx"), str(tmp_path / "i.onnx")],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]"
+    assert len(onnx.load(tmp_path / "i.onnx").graph.node) == len(gpt2_export().graph)
 
 
 def test_every_fx_node_becomes_an_aten_call() -> None:

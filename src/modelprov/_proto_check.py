@@ -79,6 +79,18 @@ def text_problems(proto: onnx.ModelProto, *, metadata: bool = True) -> Iterator[
     if metadata:
         yield from _metadata(proto.metadata_props, "model")
     yield from _graph_text(proto.graph, "", metadata)
+    yield from _function_text(proto, metadata)
+
+
+def _model_text_problems(proto: onnx.ModelProto, *, metadata: bool) -> Iterator[str]:
+    """:func:`text_problems` outside the main graph."""
+    yield from _texts([("producer_name", proto.producer_name), ("domain", proto.domain)], "model")
+    if metadata:
+        yield from _metadata(proto.metadata_props, "model")
+    yield from _function_text(proto, metadata)
+
+
+def _function_text(proto: onnx.ModelProto, metadata: bool) -> Iterator[str]:
     for function in proto.functions:
         label = f"function {function.name!r:.60}"
         yield from _texts([("name", function.name), ("domain", function.domain)], label)
@@ -111,12 +123,63 @@ def _dataflow_problem(graph: onnx.GraphProto, where: str) -> str:
     return ""
 
 
+def _texts_clean(texts: Iterable[object]) -> bool:
+    return all(type(text) is str for text in texts)
+
+
+def _entries_clean(entries: Iterable[onnx.StringStringEntryProto]) -> bool:
+    for entry in entries:
+        if type(entry.key) is not str or type(entry.value) is not str:
+            return False
+    return True
+
+
+def _graph_clean(graph: onnx.GraphProto, metadata: bool) -> bool:
+    """True when every text :func:`text_problems` reads in the graph is UTF-8: the same
+    fields, read in plain loops (the described walk runs only when this finds a problem)."""
+    if not _texts_clean((graph.name, graph.doc_string)):
+        return False
+    for node in graph.node:
+        if not _node_clean(node, metadata):
+            return False
+    for infos in (graph.input, graph.output, graph.value_info):
+        for info in infos:
+            if type(info.name) is not str or type(info.doc_string) is not str:
+                return False
+            if info.metadata_props and not _entries_clean(info.metadata_props):
+                return False
+    return _texts_clean([tensor.name for tensor in graph.initializer])
+
+
+def _node_clean(node: onnx.NodeProto, metadata: bool) -> bool:
+    if not _texts_clean((node.name, node.op_type, node.domain, node.doc_string)):
+        return False
+    if not _texts_clean(node.input) or not _texts_clean(node.output):
+        return False
+    if metadata and not _entries_clean(node.metadata_props):
+        return False
+    for attribute in node.attribute:
+        if type(attribute.name) is not str:
+            return False
+        if attribute.HasField("g") and not _graph_clean(attribute.g, metadata):
+            return False
+        for graph in attribute.graphs:
+            if not _graph_clean(graph, metadata):
+                return False
+    return True
+
+
 def check_proto(proto: onnx.ModelProto, where: str, *, metadata: bool = True) -> None:
     """Raises a ModelprovError naming ``where`` and the place when the model holds text
     that is not UTF-8 (metadata included when ``metadata``) or its main graph's dataflow is
     broken (an input no one produces, a value produced twice)."""
-    for problem in text_problems(proto, metadata=metadata):
-        raise MetadataError(f"{where}: {problem}; {_REPAIR}")
+    if not _graph_clean(proto.graph, metadata):
+        for problem in text_problems(proto, metadata=metadata):
+            raise MetadataError(f"{where}: {problem}; {_REPAIR}")
+    else:
+        # The main graph is clean: the rest is small.
+        for problem in _model_text_problems(proto, metadata=metadata):
+            raise MetadataError(f"{where}: {problem}; {_REPAIR}")
     problem = _dataflow_problem(proto.graph, "")
     if problem:
         raise InvalidModelError(f"{where}: {problem}")

@@ -159,16 +159,61 @@ def fx_node_text_target(text: str) -> str:
 
 
 def _literal(text: str) -> Any:
-    """A Python literal of an FX argument repr; ``%name`` becomes a reference marker."""
+    """A Python literal of an FX argument repr; ``%name`` becomes a reference marker.
+
+    Layers repeat the same argument shapes with other node names, so each shape (the text
+    with its references numbered) is evaluated once and filled with the names after.
+    """
+    if "fx-slot" in text:  # a string that looks like a slot: evaluated as it is
+        return ast.literal_eval(_pieces(text, None))
+    names: list[str] = []
+    shape = _pieces(text, names)
+    parsed = _SHAPES.get(shape, _SHAPES)
+    if parsed is _SHAPES:
+        parsed = ast.literal_eval(shape)
+        if len(_SHAPES) >= _SHAPES_LIMIT:
+            _SHAPES.clear()
+        _SHAPES[shape] = parsed
+    return _filled(parsed, names)
+
+
+def _pieces(text: str, names: list[str] | None) -> str:
+    """The text as a Python literal: references become slots (their names go to ``names``)
+    or, when ``names`` is None, reference markers; bare names become strings."""
     pieces: list[str] = []
     for token in _TOKEN.findall(text):
         if token.startswith("%"):
-            pieces.append(repr(FX_REFERENCE + token[1:]))
+            if names is None:
+                pieces.append(repr(FX_REFERENCE + token[1:]))
+                continue
+            pieces.append(repr(f"{_SLOT}{len(names)}"))
+            names.append(FX_REFERENCE + token[1:])
         elif token[0].isalpha() or token[0] == "_":
             pieces.append(token if token in _LITERALS else repr(token))
         else:
             pieces.append(token)
-    return ast.literal_eval("".join(pieces))
+    return "".join(pieces)
+
+
+_SLOT = "\x00fx-slot:"
+"""Marks the n-th reference of an argument shape."""
+_SHAPES: dict[str, Any] = {}
+_SHAPES_LIMIT = 4096
+
+
+def _filled(parsed: Any, names: list[str]) -> Any:
+    """A fresh copy of an evaluated shape with its numbered references named."""
+    if isinstance(parsed, str):
+        return names[int(parsed[len(_SLOT) :])] if parsed.startswith(_SLOT) else parsed
+    if isinstance(parsed, tuple):
+        return tuple(_filled(item, names) for item in parsed)
+    if isinstance(parsed, list):
+        return [_filled(item, names) for item in parsed]
+    if isinstance(parsed, dict):
+        return {_filled(key, names): _filled(value, names) for key, value in parsed.items()}
+    if isinstance(parsed, set):
+        return {_filled(item, names) for item in parsed}
+    return parsed
 
 
 def parse_fx_node_text(text: str) -> tuple[str, tuple[Any, ...], dict[str, Any]] | None:

@@ -139,7 +139,9 @@ def _run(argv: Sequence[str] | None) -> int:
         for category in (DeprecationWarning, FutureWarning, UserWarning):
             warnings.simplefilter("ignore", category)
     try:
-        with gc_paused():  # a short-lived process: collecting cycles would walk every node
+        # A short-lived process: collecting cycles would walk every node. Run as the program
+        # (no argv given), the process exits next, so nothing is collected at the end either.
+        with gc_paused(freeze_after=argv is None):
             code: int = args.run(args)
     except ImportError as error:
         if isinstance(error, ModelprovError):

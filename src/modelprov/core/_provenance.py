@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 import onnx_ir as ir
 
@@ -96,9 +96,9 @@ class Provenance:
         return provenance
 
     def _read_value_sources(
-        self, model: ir.Model, nodes: list[ir.Node]
+        self, model: ir.Model, nodes: Sequence[ir.Node]
     ) -> dict[ir.Value, frozenset[int]]:
-        derived = self.derived_value_sources(model, nodes)
+        derived = self.derived_value_sources(model, nodes=nodes)
         result: dict[ir.Value, frozenset[int]] = {}
         # Every node output: an explicit output_of also counts on a node with several sources.
         for value in (value for node in nodes for value in node.outputs):
@@ -111,10 +111,10 @@ class Provenance:
         return result
 
     def derived_value_sources(
-        self, model: ir.Model, nodes: list[ir.Node] | None = None
+        self, model: ir.Model, *, nodes: Sequence[ir.Node] | None = None
     ) -> dict[ir.Value, frozenset[int]]:
         """Default rule: a value is a source's output when it leaves that source's nodes.
-        ``nodes``: ``all_nodes(model.graph)``, when the caller has it."""
+        ``nodes``, when given, is ``all_nodes(model.graph)`` (read once by the caller)."""
         graph_outputs = {value for graph in all_graphs(model.graph) for value in graph.outputs}
         result: dict[ir.Value, frozenset[int]] = {}
         for node in all_nodes(model.graph) if nodes is None else nodes:
@@ -218,7 +218,7 @@ class Provenance:
         max_bytes = trace_options.max_bytes if trace_options is not None else None
         source_keys = {key for source in self.table for key in source.metadata}
         nodes = all_nodes(model.graph)
-        derived = self.derived_value_sources(model, nodes)
+        derived = self.derived_value_sources(model, nodes=nodes)
         carried: set[str] = set()
         scoped: dict[int, bool] = {}  # per source: has a value-scoped key
         for position, node in enumerate(nodes):

@@ -159,7 +159,9 @@ def join(sep: str = "\n") -> Policy:
     value's pieces that an earlier value already had are left out.
 
     Empty pieces (blank lines for ``"\n"``) stay, attached to the piece after them, so a
-    single value comes back unchanged and merging merged values loses nothing.
+    single value comes back unchanged and merging merged values loses nothing. Merging is
+    associative for values that do not end in ``sep`` (a trailing separator glues to the
+    piece before it, so ``"0"`` then ``"\n"`` reads back as the one piece ``"0\n\n"``).
     """
     if not sep:
         raise ValueError("join(sep): the separator must not be empty")

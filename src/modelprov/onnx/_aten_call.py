@@ -24,6 +24,7 @@ from modelprov._torch_compat import (
 from modelprov._torch_compat import schema_by_name as schema_of
 from modelprov.core.keys import ATEN_CALL_KEY, ATEN_SCHEMAS_FORMAT, ATEN_SCHEMAS_KEY, FX_NODE_KEY
 from modelprov.errors import MetadataError
+from modelprov.onnx._schema_text import read_arguments
 from modelprov.onnx._wrap import function_name
 
 __all__ = [
@@ -123,17 +124,15 @@ def _from_values(target: str, values: list[Any], schemas: Mapping[str, str]) -> 
         if known is None:
             return None
         text = str(known)
-    schema = _parsed_schema(text)
-    if schema is None or len(values) != len(schema.arguments):
+    parameters = _parameters(text)
+    if parameters is None or len(values) != len(parameters):
         return None
     arguments: list[AtenArgument] = []
-    for argument, raw in zip(schema.arguments, values, strict=True):
-        is_tensor, is_list = tensor_argument_kind(argument.type)
-        kind = str(argument.type)
+    for (name, kind, is_tensor, is_list), raw in zip(parameters, values, strict=True):
         if not is_tensor:
-            arguments.append(AtenArgument(argument.name, kind, False, (), raw))
+            arguments.append(AtenArgument(name, kind, False, (), raw))
             continue
-        entry = _argument({"name": argument.name, "type": kind, "tensor": raw})
+        entry = _argument({"name": name, "type": kind, "tensor": raw})
         if entry is None or (is_list and not isinstance(raw, list)):
             return None
         arguments.append(dataclasses.replace(entry, is_list=is_list))
@@ -141,8 +140,19 @@ def _from_values(target: str, values: list[Any], schemas: Mapping[str, str]) -> 
 
 
 @functools.lru_cache(maxsize=1024)
-def _parsed_schema(text: str) -> Any:
-    return parse_schema(text)
+def _parameters(text: str) -> tuple[tuple[str, str, bool, bool], ...] | None:
+    """(name, type, is a tensor argument, is a list) per argument of a schema's text: read
+    without torch when the text allows (:mod:`._schema_text`), else by torch's parser."""
+    read = read_arguments(text)
+    if read is not None:
+        return tuple((a.name, a.type, a.is_tensor, a.is_list) for a in read)
+    schema = parse_schema(text)
+    if schema is None:
+        return None
+    return tuple(
+        (argument.name, str(argument.type), *tensor_argument_kind(argument.type))
+        for argument in schema.arguments
+    )
 
 
 def dump_schemas(schemas: Mapping[str, str]) -> str:
@@ -214,6 +224,55 @@ def to_json_value(value: Any) -> Any:
     return str(value)
 
 
+@dataclasses.dataclass(frozen=True)
+class _Parameter:
+    """One schema argument, read from torch once per schema."""
+
+    name: str
+    type: str
+    kwarg_only: bool
+    has_default: bool
+    default: Any
+    is_tensor: bool
+    is_list: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class _Signature:
+    """What binding needs of a ``torch.FunctionSchema``, in plain Python values."""
+
+    target: str
+    text: str
+    parameters: tuple[_Parameter, ...]
+
+    @classmethod
+    def of(cls, schema: Any) -> _Signature:
+        parameters: list[_Parameter] = []
+        for argument in schema.arguments:
+            has_default = bool(argument.has_default_value())
+            is_tensor, is_list = tensor_argument_kind(argument.type)
+            parameters.append(
+                _Parameter(
+                    argument.name,
+                    str(argument.type),
+                    bool(argument.kwarg_only),
+                    has_default,
+                    argument.default_value if has_default else None,
+                    is_tensor,
+                    is_list,
+                )
+            )
+        name = schema.name if "::" in schema.name else f"aten::{schema.name}"
+        target = f"{name}.{schema.overload_name or 'default'}"
+        return cls(target, str(schema), tuple(parameters))
+
+
+@functools.lru_cache(maxsize=1024)
+def _signature_of(target: str) -> _Signature | None:
+    schema = schema_of(target)
+    return None if schema is None else _Signature.of(schema)
+
+
 def bind(
     schema: Any,
     args: tuple[Any, ...],
@@ -222,32 +281,37 @@ def bind(
 ) -> AtenCall:
     """Binds call arguments to ``schema`` (a ``torch.FunctionSchema``); ``tensor_of(arg)``
     gives (fx, onnx) for a tensor."""
+    return _bind(_Signature.of(schema), args, kwargs, tensor_of)
+
+
+def _bind(
+    signature: _Signature, args: tuple[Any, ...], kwargs: Mapping[str, Any], tensor_of: Any
+) -> AtenCall:
     arguments: list[AtenArgument] = []
-    positional = list(args)
-    for position, argument in enumerate(schema.arguments):
-        if position < len(positional) and not argument.kwarg_only:
-            value = positional[position]
-        elif argument.name in kwargs:
-            value = kwargs[argument.name]
-        elif argument.has_default_value():
-            value = argument.default_value
+    count = len(args)
+    for position, parameter in enumerate(signature.parameters):
+        if position < count and not parameter.kwarg_only:
+            value = args[position]
+        elif parameter.name in kwargs:
+            value = kwargs[parameter.name]
+        elif parameter.has_default:
+            value = parameter.default
         else:
             value = None
-        is_tensor, is_list = tensor_argument_kind(argument.type)
-        type_text = str(argument.type)
-        if is_tensor:
+        if parameter.is_tensor:
+            is_list = parameter.is_list
             items = list(value) if is_list and isinstance(value, (list, tuple)) else [value]
             tensors = tuple(("", "") if item is None else tensor_of(item) for item in items)
             if not is_list and value is None:
                 tensors = (("", ""),)
-            arguments.append(AtenArgument(argument.name, type_text, True, tensors, is_list=is_list))
+            arguments.append(
+                AtenArgument(parameter.name, parameter.type, True, tensors, is_list=is_list)
+            )
         else:
             arguments.append(
-                AtenArgument(argument.name, type_text, False, (), to_json_value(value))
+                AtenArgument(parameter.name, parameter.type, False, (), to_json_value(value))
             )
-    name = schema.name if "::" in schema.name else f"aten::{schema.name}"
-    target = f"{name}.{schema.overload_name or 'default'}"
-    return AtenCall(target, str(schema), tuple(arguments))
+    return AtenCall(signature.target, signature.text, tuple(arguments))
 
 
 def call_from_fx_text(text: str, value_names: Mapping[str, str]) -> AtenCall | None:
@@ -256,9 +320,6 @@ def call_from_fx_text(text: str, value_names: Mapping[str, str]) -> AtenCall | N
     if parsed is None:
         return None
     target, args, kwargs = parsed
-    schema = schema_of(target)
-    if schema is None:
-        return None
 
     def tensor_of(item: Any) -> tuple[str, str]:
         if isinstance(item, str) and item.startswith(FX_REFERENCE):
@@ -267,7 +328,8 @@ def call_from_fx_text(text: str, value_names: Mapping[str, str]) -> AtenCall | N
         return "", ""
 
     try:
-        return bind(schema, args, kwargs, tensor_of)
+        signature = _signature_of(target)
+        return None if signature is None else _bind(signature, args, kwargs, tensor_of)
     except (TypeError, ValueError):
         return None
 

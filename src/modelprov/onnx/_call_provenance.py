@@ -17,11 +17,15 @@ from modelprov.core._sources import (
     carries_source,
     collect_sources,
     dump_ids,
+    original_metadata,
+    own_source_id,
+    parse_ids,
 )
 from modelprov.core.keys import NODE_SOURCES_KEY, TABLE_KEY
 from modelprov.core.policy import DEFAULT_POLICIES, Policies
+from modelprov.errors import MetadataError
 
-__all__ = ["call_metadata", "rewrite_table"]
+__all__ = ["call_metadata", "read_table", "rewrite_table"]
 
 
 def call_metadata(
@@ -44,21 +48,44 @@ def call_metadata(
     return merged
 
 
-def rewrite_table(model: ir.Model, table: SourceTable) -> None:
-    """Stores in the model's table every source of ``table`` that no node carries verbatim."""
+def read_table(model: ir.Model) -> SourceTable:
+    """Every source of a model: its table and the sources its main-graph nodes carry (the
+    table :meth:`Provenance.read` reads, without the per-node and per-value maps)."""
     nodes = all_nodes(model.graph)
-    labels = [node_label(node, position) for position, node in enumerate(nodes)]
-    _, node_ids = collect_sources(
+    table, _ = collect_sources(
         dict(model.metadata_props),
-        [(label, dict(node.metadata_props)) for label, node in zip(labels, nodes, strict=True)],
-        stored_table=table,
+        [(node_label(node, position), node.metadata_props) for position, node in enumerate(nodes)],
     )
+    return table
+
+
+def rewrite_table(model: ir.Model, table: SourceTable) -> None:
+    """Stores in the model's table every source of ``table`` that no node carries verbatim.
+
+    A node carries a source when it has no ``modelprov.sources`` list and its own metadata
+    is that source's under the id it gives itself; sources named by a list must be in
+    ``table`` (MetadataError otherwise).
+    """
     carried: set[str] = set()
-    for label, node, ids in zip(labels, nodes, node_ids, strict=True):
-        if NODE_SOURCES_KEY in node.metadata_props or len(ids) != 1 or ids[0] not in table:
+    for position, node in enumerate(all_nodes(model.graph)):
+        metadata = node.metadata_props
+        listed = metadata.get(NODE_SOURCES_KEY)
+        if listed is not None:
+            label = node_label(node, position)
+            missing = [i for i in parse_ids(listed, where=f"node {label!r}") if i not in table]
+            if missing:
+                raise MetadataError(
+                    f"node {label!r} names source {missing[0]!r}, which the model's "
+                    f"{TABLE_KEY!r} table does not hold; the metadata was edited by hand or "
+                    "the table is stale"
+                )
             continue
-        if carries_source(label, node.metadata_props, table.by_id(ids[0])):
-            carried.add(ids[0])
+        # The id first (modelprov's own keys never name it): most nodes share a carried one.
+        source_id = own_source_id(node_label(node, position), metadata)
+        if source_id in carried or source_id not in table:
+            continue
+        if dict(table.by_id(source_id).metadata) == original_metadata(metadata):
+            carried.add(source_id)
     if all(source.id in carried for source in table):
         model.metadata_props.pop(TABLE_KEY, None)
     else:

@@ -183,14 +183,17 @@ class FunctionizePass(ir.passes.InPlacePass):
     # -- level="aten" -------------------------------------------------------------------
 
     def _aten(self, model: ir.Model, provenance: Provenance, wrapper: Wrapper, run: _Run) -> None:
+        schemas = load_schemas(model.metadata_props.get(ATEN_SCHEMAS_KEY))
         groups: dict[str, list[ir.Node]] = {}
         primaries: dict[str, int] = {}
         orphans: list[ir.Node] = []
+        fx_of: dict[ir.Node, str] = {}
         for node in model.graph:
             if has_subgraphs(node):
                 run.skipped.append(Skipped((_label(node),), "holds subgraphs (If/Loop/Scan)"))
                 continue
-            primary = _primary(node, provenance)
+            primary = _primary(node, provenance, schemas)
+            fx_of[node] = provenance.table[primary].fx_node if primary is not None else ""
             if primary is None:
                 orphans.append(node)
                 continue
@@ -202,7 +205,6 @@ class FunctionizePass(ir.passes.InPlacePass):
                 Skipped(tuple(_label(n) for n in orphans), "no FX node with an ATen schema")
             )
         names = _value_names(model.graph)
-        schemas = load_schemas(model.metadata_props.get(ATEN_SCHEMAS_KEY))
         order = {node: index for index, node in enumerate(model.graph)}
         regions: list[Region] = []
         for key, nodes in groups.items():
@@ -217,7 +219,7 @@ class FunctionizePass(ir.passes.InPlacePass):
                     Skipped(labels, f"{call.target}: a path leaves these nodes and comes back")
                 )
                 continue
-            region = _aten_region(key, nodes, call, provenance)
+            region = _aten_region(key, nodes, call, provenance, fx_of, schemas)
             if isinstance(region, str):
                 run.skipped.append(Skipped(labels, region))
                 continue
@@ -237,9 +239,10 @@ class FunctionizePass(ir.passes.InPlacePass):
     def _modules(
         self, model: ir.Model, provenance: Provenance, wrapper: Wrapper, run: _Run
     ) -> None:
+        schemas = load_schemas(model.metadata_props.get(ATEN_SCHEMAS_KEY))
         chains: dict[ir.Node, list[tuple[str, str]]] = {}
         for node in model.graph:
-            primary = _primary(node, provenance)
+            primary = _primary(node, provenance, schemas)
             metadata: Mapping[str, str] = node.metadata_props
             if primary is not None:
                 metadata = provenance.table[primary].metadata
@@ -344,17 +347,31 @@ def _external_inputs(nodes: Sequence[ir.Node]) -> list[ir.Value]:
     return list(inputs)
 
 
-@functools.cache
-def _has_schema(target: str) -> bool:
+def _has_schema(target: str, schemas: Mapping[str, str]) -> bool:
+    """True when the model's schema pool or, failing that, torch has the target's schema
+    (torch is imported only when the pool lacks it)."""
     if not target or "." not in target:
         return False
+    namespace = target.partition("::")[0] if "::" in target else target.partition(".")[0]
+    if namespace in _PYTHON_NAMESPACES:
+        return False
+    pooled = target if "::" in target else target.replace(".", "::", 1)
+    return pooled in schemas or _torch_has_schema(target)
+
+
+_PYTHON_NAMESPACES = frozenset({"operator", "_operator", "builtins", "math"})
+"""Modules of the Python functions FX graphs call (``operator.getitem``): no ATen op."""
+
+
+@functools.cache
+def _torch_has_schema(target: str) -> bool:
     try:
         return schema_of(target) is not None
     except Exception:
         return False
 
 
-def _primary(node: ir.Node, provenance: Provenance) -> int | None:
+def _primary(node: ir.Node, provenance: Provenance, schemas: Mapping[str, str]) -> int | None:
     """The source whose ATen op a node belongs to.
 
     The source an output value is named after; else the earliest source whose output
@@ -365,7 +382,7 @@ def _primary(node: ir.Node, provenance: Provenance) -> int | None:
     indices = [
         index
         for index in sorted(provenance.node_sources.get(node, frozenset()))
-        if table[index].fx_node and _has_schema(table[index].target)
+        if table[index].fx_node and _has_schema(table[index].target, schemas)
     ]
     if not indices:
         return None
@@ -400,7 +417,12 @@ def _value_names(graph: ir.Graph) -> dict[str, str]:
 
 
 def _aten_region(
-    key: str, nodes: list[ir.Node], call: AtenCall, provenance: Provenance
+    key: str,
+    nodes: list[ir.Node],
+    call: AtenCall,
+    provenance: Provenance,
+    fx_of: Mapping[ir.Node, str],
+    schemas: Mapping[str, str],
 ) -> Region | str:
     """The region of one ATen call, or why it cannot be one."""
     externals = _external_inputs(nodes)
@@ -411,7 +433,11 @@ def _aten_region(
             slots.append((name, fx, onnx_name))
     chosen: list[ir.Value | None] = [None] * len(slots)
     used: set[ir.Value] = set()
-    primary_fx = {value: _producer_fx(value, provenance) for value in externals if value.producer()}
+    primary_fx = {
+        value: _producer_fx(value, provenance, fx_of, schemas)
+        for value in externals
+        if value.producer()
+    }
     for index, (_, fx, onnx_name) in enumerate(slots):
         if not fx:
             continue
@@ -463,11 +489,19 @@ def _aten_region(
     )
 
 
-def _producer_fx(value: ir.Value, provenance: Provenance) -> str:
+def _producer_fx(
+    value: ir.Value,
+    provenance: Provenance,
+    fx_of: Mapping[ir.Node, str],
+    schemas: Mapping[str, str],
+) -> str:
     producer = value.producer()
     if producer is None:
         return ""
-    primary = _primary(producer, provenance)
+    known = fx_of.get(producer)
+    if known is not None:
+        return known
+    primary = _primary(producer, provenance, schemas)
     return provenance.table[primary].fx_node if primary is not None else ""
 
 
@@ -477,13 +511,16 @@ def _detach_constants(region: Region) -> None:
     Done for every region before any is wrapped, so a constant never becomes an extra
     output of the call that made it.
     """
-    inside = set(region.nodes)
-    for value in list(region.external_constants):
-        node = constant_node(value)
-        for use in list(value.uses()):
-            if use.node in inside:
-                use.node.replace_input_with(use.idx, node.outputs[0])
-        region.constants.append(node)
+    copies: dict[ir.Value, ir.Value] = {}
+    for value in region.external_constants:
+        constant = constant_node(value)
+        copies[value] = constant.outputs[0]
+        region.constants.append(constant)
+    # The region's own reads only: a shared constant may have thousands of other uses.
+    for node in region.nodes:
+        for index, read in enumerate(node.inputs):
+            if read is not None and read in copies:
+                node.replace_input_with(index, copies[read])
 
 
 def _module_chain(metadata: Mapping[str, str]) -> list[tuple[str, str]]:

@@ -13,22 +13,21 @@ from __future__ import annotations
 import collections
 import dataclasses
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, overload
 
 import onnx
 import onnx_ir as ir
 
-from modelprov.core._provenance import Provenance
+from modelprov.core._correspond import all_nodes
 from modelprov.core.keys import (
     ATEN_DOMAIN,
     CONSTANT_OF_KEY,
     INLINE_KEY,
-    INLINE_OUTPUTS_META,
     MODULE_DOMAIN,
 )
 from modelprov.errors import MetadataError
-from modelprov.onnx._call_provenance import rewrite_table
+from modelprov.onnx._call_provenance import read_table, rewrite_table
 from modelprov.onnx._convert import run_on_copy
 from modelprov.onnx._wrap import INLINE_VERSION, type_from_json
 
@@ -88,9 +87,10 @@ def _entry_problem(entry: object) -> str:
     """What is wrong with one node entry of an inline record ('' when nothing)."""
     if not isinstance(entry, dict):
         return "must be a JSON object"
-    for field, check in _ENTRY_CHECKS.items():
-        if field in entry and not check(entry[field]):
-            return f"field {field!r} has the wrong type ({str(entry[field])[:40]!r})"
+    for field, value in entry.items():
+        check = _ENTRY_CHECKS.get(field)
+        if check is not None and not check(value):
+            return f"field {field!r} has the wrong type ({str(value)[:40]!r})"
     return ""
 
 
@@ -127,7 +127,7 @@ class InlinePass(ir.passes.InPlacePass):
     the other passes; it has no options (fields) yet."""
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
-        provenance = Provenance.read(model)
+        table = read_table(model)
         graph = model.graph
         functions = model.functions
         names = _Names(node.name for node in graph if node.name)
@@ -135,27 +135,34 @@ class InlinePass(ir.passes.InPlacePass):
         expanded = 0
         pending = collections.deque(node for node in graph if _is_ours(node, functions))
         bodies_used: set[ir.OperatorIdentifier] = set()
+        plans: dict[ir.OperatorIdentifier, list[_BodyNode]] = {}
         while pending:
             call = pending.popleft()
             identifier = call.op_identifier()
-            new_nodes = _expand(
+            plan = plans.get(identifier)
+            if plan is None:
+                plan = plans[identifier] = _body_plan(functions[identifier])
+            new_nodes, new_outputs = _expand(
                 call,
-                functions[identifier],
+                plan,
                 names,
                 placeholders,
                 owns_body=identifier not in bodies_used,
             )
             bodies_used.add(identifier)
             graph.insert_before(call, new_nodes)
-            for old, new in zip(call.outputs, _function_outputs(call, new_nodes), strict=True):
+            for old, new in zip(call.outputs, new_outputs, strict=True):
                 old.replace_all_uses_with(new, replace_graph_outputs=True)
-            graph.remove(call, safe=True)
+            # Nothing reads the call now: it stops reading its inputs and leaves.
+            for index in range(len(call.inputs)):
+                call.replace_input_with(index, None)
+            graph.remove(call)
             expanded += 1
             pending.extendleft(reversed([node for node in new_nodes if _is_ours(node, functions)]))
         _resolve_constants(graph, placeholders)
         dropped = _drop_unused_functions(model)
         if expanded:
-            rewrite_table(model, provenance.table)
+            rewrite_table(model, table)
         return ir.passes.PassResult(model, modified=expanded > 0 or dropped)
 
 
@@ -183,106 +190,159 @@ class _Names:
         return candidate
 
 
-def _function_outputs(call: ir.Node, new_nodes: list[ir.Node]) -> list[ir.Value]:
-    mapping: dict[str, ir.Value] = call.meta[INLINE_OUTPUTS_META]
-    return [mapping[str(index)] for index in range(len(call.outputs))]
+@dataclasses.dataclass(frozen=True)
+class _BodyNode:
+    """One body node, read once per function: what each copy reads and stands for."""
+
+    node: ir.Node
+    attributes: tuple[ir.Attr, ...]
+    inputs: tuple[tuple[int, int] | ir.Value | None, ...]
+    """Per input: ``(-1, k)`` the call's input k, ``(i, j)`` output j of body node i, a value
+    from outside the body as it is, or None (absent)."""
+    ends: tuple[int | None, ...]
+    """Per output, the function output it is (its copy stands for that call output)."""
+    is_constant_copy: bool
+
+
+def _body_plan(function: ir.Function) -> list[_BodyNode]:
+    where: dict[ir.Value, tuple[int, int]] = {
+        value: (-1, index) for index, value in enumerate(function.inputs)
+    }
+    output_index = {value: index for index, value in enumerate(function.outputs)}
+    plan: list[_BodyNode] = []
+    for position, node in enumerate(function):
+        plan.append(
+            _BodyNode(
+                node,
+                tuple(node.attributes.values()),
+                tuple(None if value is None else where.get(value, value) for value in node.inputs),
+                tuple(output_index.get(value) for value in node.outputs),
+                CONSTANT_OF_KEY in node.metadata_props,
+            )
+        )
+        for index, value in enumerate(node.outputs):
+            where[value] = (position, index)
+    return plan
 
 
 def _expand(
     call: ir.Node,
-    function: ir.Function,
+    plan: Sequence[_BodyNode],
     names: _Names,
     placeholders: list[tuple[ir.Node, str]],
     *,
     owns_body: bool,
-) -> list[ir.Node]:
-    """Copies of the body's nodes for one call, with the call's own names and metadata.
+) -> tuple[list[ir.Node], list[ir.Value]]:
+    """Copies of the body's nodes for one call, with the call's own names and metadata,
+    and the copies standing for the call's outputs.
 
     A call without a record takes the body's metadata only when it ``owns_body`` (the
     first call, whose nodes the body is); any other such call gives every node its own
-    metadata (its sources), never the first call's.
+    metadata (its sources), never the first call's. Attributes are shared with the body
+    (as onnx_ir's cloner shares them).
     """
-    record = _record(call, len(function))
+    record = _record(call, len(plan))
     base = {k: v for k, v in call.metadata_props.items() if k != INLINE_KEY}
-    values: dict[ir.Value, ir.Value | None] = {}
-    for index, value in enumerate(function.inputs):
-        values[value] = call.inputs[index] if index < len(call.inputs) else None
-    output_index = {value: index for index, value in enumerate(function.outputs)}
-    outputs: dict[str, ir.Value] = {}
+    arguments = call.inputs
+    call_outputs = call.outputs
+    outputs: list[ir.Value | None] = [None] * len(call_outputs)
+    made: list[list[ir.Value]] = []
     new_nodes: list[ir.Node] = []
-    for position, node in enumerate(function):
-        entry = record[position] if record is not None else {}
-        attributes = [
-            ir.Attr(a.name, a.type, a.value, ref_attr_name=a.ref_attr_name, doc_string=a.doc_string)
-            for a in node.attributes.values()
-        ]
+    for position, body in enumerate(plan):
+        node = body.node
+        entry = record[position] if record is not None else _NO_ENTRY
         if record is not None:
-            metadata = dict(base)
-            for key, value in entry.get("meta", {}).items():
-                if value is None:
-                    metadata.pop(key, None)
-                else:
-                    metadata[key] = value
             if "constant_of" in entry:
                 metadata = {CONSTANT_OF_KEY: entry["constant_of"]}
-        elif owns_body or CONSTANT_OF_KEY in node.metadata_props:
+            else:
+                metadata = dict(base)
+                for key, value in entry.get("meta", _NO_ENTRY).items():
+                    if value is None:
+                        metadata.pop(key, None)
+                    else:
+                        metadata[key] = value
+        elif owns_body or body.is_constant_copy:
             metadata = dict(node.metadata_props)
         else:
             metadata = dict(base)
+        output_names = entry.get("outputs", ())
+        types = entry.get("types", ())
+        values_meta = entry.get("value_meta", ())
+        new_outputs: list[ir.Value] = []
+        for index, (old, at) in enumerate(zip(node.outputs, body.ends, strict=True)):
+            if at is not None and at < len(call_outputs):
+                target = call_outputs[at]
+                new = ir.Value(
+                    name=target.name,
+                    type=target.type,
+                    shape=target.shape,
+                    metadata_props=dict(target.metadata_props),
+                )
+                outputs[at] = new
+            else:
+                new = ir.Value(name=output_names[index] if index < len(output_names) else old.name)
+                if record is not None and index < len(types):
+                    type_from_json(new, types[index])
+                else:
+                    new.type = old.type
+                    new.shape = old.shape
+                if record is not None:
+                    meta = values_meta[index] if index < len(values_meta) else old.metadata_props
+                    if meta:
+                        new.metadata_props.update(meta)
+                elif owns_body and old.metadata_props:
+                    new.metadata_props.update(old.metadata_props)
+            new_outputs.append(new)
+        made.append(new_outputs)
+        inputs: list[ir.Value | None] = []
+        for ref in body.inputs:
+            if type(ref) is tuple:
+                source, index = ref
+                if source >= 0:
+                    inputs.append(made[source][index])
+                else:
+                    inputs.append(arguments[index] if index < len(arguments) else None)
+            else:
+                inputs.append(ref)  # type: ignore[arg-type]
         name = entry.get("name", node.name or "")
         copy = ir.Node(
             node.domain,
             node.op_type,
-            [None if value is None else values.get(value, value) for value in node.inputs],
-            attributes,
+            inputs,
+            body.attributes,
             overload=node.overload,
-            num_outputs=len(node.outputs),
+            outputs=new_outputs,
             name=names.unique(name) if name else None,
             doc_string=node.doc_string,
             metadata_props=metadata,
             version=node.version,
         )
-        output_names = entry.get("outputs", [])
-        types = entry.get("types", [])
-        values_meta = entry.get("value_meta", [])
-        for index, (old, new) in enumerate(zip(node.outputs, copy.outputs, strict=True)):
-            values[old] = new
-            if old in output_index:
-                target = call.outputs[output_index[old]]
-                new.name = target.name
-                new.type = target.type
-                new.shape = target.shape
-                new.metadata_props.update(target.metadata_props)
-                outputs[str(output_index[old])] = new
-                continue
-            new.name = output_names[index] if index < len(output_names) else old.name
-            if record is not None and index < len(types):
-                type_from_json(new, types[index])
-            else:
-                new.type = old.type
-                new.shape = old.shape
-            if record is not None:
-                meta = values_meta[index] if index < len(values_meta) else old.metadata_props
-                new.metadata_props.update(meta)
-            elif owns_body:
-                new.metadata_props.update(old.metadata_props)
-        constant_of = copy.metadata_props.get(CONSTANT_OF_KEY)
+        constant_of = metadata.get(CONSTANT_OF_KEY)
         if constant_of is not None:
             placeholders.append((copy, constant_of))
         new_nodes.append(copy)
-    call.meta[INLINE_OUTPUTS_META] = outputs
-    return new_nodes
+    missing = [index for index, value in enumerate(outputs) if value is None]
+    if missing:
+        raise MetadataError(
+            f"node {call.name!r}: output {missing[0]} of the call is no output of "
+            f"{call.domain}::{call.op_type}'s body"
+        )
+    return new_nodes, [value for value in outputs if value is not None]
+
+
+_NO_ENTRY: dict[str, Any] = {}
 
 
 def _resolve_constants(graph: ir.Graph, placeholders: list[tuple[ir.Node, str]]) -> None:
     """Body copies of external constants become the constants they copied again."""
+    if not placeholders:
+        return
     copies = {node for node, _ in placeholders}
+    wanted = {name for _, name in placeholders}
     by_name: dict[str, ir.Value] = {}
     for node in graph:
-        if node in copies:
-            continue
         for value in node.outputs:
-            if value.name:
+            if value.name in wanted and node not in copies:
                 by_name.setdefault(value.name, value)
     for node, name in placeholders:
         output = node.outputs[0]
@@ -301,7 +361,7 @@ def _resolve_constants(graph: ir.Graph, placeholders: list[tuple[ir.Node, str]])
 def _drop_unused_functions(model: ir.Model) -> bool:
     """Removes functionize's functions and domains nothing uses; True when it removed any."""
     dropped = False
-    in_graph = {node.op_identifier() for node in ir.traversal.RecursiveGraphIterator(model.graph)}
+    in_graph = {node.op_identifier() for node in all_nodes(model.graph) if node.domain in _DOMAINS}
     while True:
         used = set(in_graph)
         for function in model.functions.values():

@@ -13,7 +13,7 @@ not hashed (function bodies are untyped).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -23,7 +23,13 @@ import onnx_ir as ir
 from modelprov._proto_check import read_proto
 from modelprov.errors import InvalidModelError
 
-__all__ = ["hash_and_labels", "node_labels", "structural_hash"]
+__all__ = [
+    "RegionHasher",
+    "hash_and_labels",
+    "node_labels",
+    "region_hash_and_labels",
+    "structural_hash",
+]
 
 
 def _digest(*parts: bytes | str) -> bytes:
@@ -117,8 +123,15 @@ def _labels(
         for value in graph.initializers.values():
             if value.const_value is not None and value not in labels:
                 labels[value] = _digest("initializer", _tensor_digest(value.const_value))
+    return _walk(graph, graph.outputs, labels)
+
+
+def _walk(
+    nodes: Iterable[ir.Node], outputs: Sequence[ir.Value], labels: dict[ir.Value, bytes]
+) -> tuple[list[bytes], list[bytes]]:
+    """Labels of ``nodes`` (in order) and of ``outputs``, given the labels of what they read."""
     node_labels: list[bytes] = []
-    for node in graph:
+    for node in nodes:
         inputs = [b"" if value is None else _label_of(value, labels) for value in node.inputs]
         attributes = sorted(
             _attribute_digest(attribute, labels) for attribute in node.attributes.values()
@@ -135,8 +148,7 @@ def _labels(
         node_labels.append(label)
         for index, value in enumerate(node.outputs):
             labels[value] = _digest(label, str(index))
-    outputs = [_label_of(value, labels) for value in graph.outputs]
-    return node_labels, outputs
+    return node_labels, [_label_of(value, labels) for value in outputs]
 
 
 _EMPTY = _digest()
@@ -151,9 +163,120 @@ def _label_of(value: ir.Value, labels: Mapping[ir.Value, bytes]) -> bytes:
 def hash_and_labels(function: ir.Function) -> tuple[str, list[bytes]]:
     """``structural_hash(function)`` and ``node_labels(function)`` from one walk."""
     labels, outputs = _labels(function, None)
-    digest = _digest("graph", _digest(*outputs), _digest(*sorted(labels)))
-    digest = _digest("function", digest, *sorted(function.attributes))
-    return digest.hex(), labels
+    return _function_digest(labels, outputs, function.attributes), labels
+
+
+def region_hash_and_labels(
+    inputs: Sequence[ir.Value | None],
+    nodes: Sequence[ir.Node],
+    outputs: Sequence[ir.Value],
+    attribute_names: Iterable[str],
+) -> tuple[str, list[bytes]]:
+    """:func:`hash_and_labels` of the function that ``nodes`` would form, read in place.
+
+    The function's inputs are ``inputs`` in order (None: an input nothing reads; a value
+    listed twice is read through its first position), its outputs ``outputs`` and its
+    attributes ``attribute_names``; the nodes stay where they are.
+    """
+    labels: dict[ir.Value, bytes] = {}
+    for position, value in enumerate(inputs):
+        if value is not None and value not in labels:
+            labels[value] = _digest("input", str(position))
+    node_labels, output_labels = _walk(nodes, outputs, labels)
+    return _function_digest(node_labels, output_labels, attribute_names), node_labels
+
+
+class RegionHasher:
+    """:func:`region_hash_and_labels` for many regions, each distinct structure walked once.
+
+    A region's key spells out everything its digest depends on (ops, attributes as their
+    digests' keys, which input or node output each input reads, the outputs and attribute
+    names) in plain Python values, which cost far less than the digests; regions with equal
+    keys share one digest and label list. Keys may tell apart regions whose digests agree
+    (node order), never the reverse. Regions with subgraph attributes are walked each time.
+    """
+
+    def __init__(self) -> None:
+        self._known: dict[tuple[Any, ...], tuple[str, list[bytes]]] = {}
+        self._tensors: dict[int, tuple[ir.TensorProtocol, bytes]] = {}
+
+    def __call__(
+        self,
+        inputs: Sequence[ir.Value | None],
+        nodes: Sequence[ir.Node],
+        outputs: Sequence[ir.Value],
+        attribute_names: Iterable[str],
+    ) -> tuple[str, list[bytes], tuple[Any, ...] | None]:
+        """(digest, node labels, key): the key is None for a region walked uncached."""
+        key = self._key(inputs, nodes, outputs, attribute_names)
+        known = self._known.get(key) if key is not None else None
+        if known is None:
+            known = region_hash_and_labels(inputs, nodes, outputs, attribute_names)
+            if key is not None:
+                self._known[key] = known
+        return known[0], known[1], key
+
+    def _key(
+        self,
+        inputs: Sequence[ir.Value | None],
+        nodes: Sequence[ir.Node],
+        outputs: Sequence[ir.Value],
+        attribute_names: Iterable[str],
+    ) -> tuple[Any, ...] | None:
+        where: dict[ir.Value, Any] = {}
+        for position, value in enumerate(inputs):
+            if value is not None and value not in where:
+                where[value] = position
+        parts: list[Any] = []
+        for index, node in enumerate(nodes):
+            attributes: list[Any] = []
+            for attribute in node.attributes.values():
+                part = self._attribute_key(attribute)
+                if part is None:
+                    return None
+                attributes.append(part)
+            parts.append(
+                (
+                    node.domain,
+                    node.op_type,
+                    node.overload,
+                    len(node.outputs),
+                    tuple(
+                        None if value is None else where.get(value, value.name or "")
+                        for value in node.inputs
+                    ),
+                    tuple(attributes),
+                )
+            )
+            for position, value in enumerate(node.outputs):
+                where[value] = (index, position)
+        ends = tuple(where.get(value, value.name or "") for value in outputs)
+        return (tuple(parts), ends, tuple(sorted(attribute_names)))
+
+    def _attribute_key(self, attribute: ir.Attr) -> Any:
+        kind = attribute.type
+        if attribute.is_ref():
+            return (attribute.name, kind, "ref", attribute.ref_attr_name)
+        if kind in _PLAIN_KINDS:
+            return (attribute.name, kind, repr(attribute.value))
+        if kind == ir.AttributeType.TENSOR:
+            return (attribute.name, kind, self._tensor_key(attribute.value))
+        if kind == ir.AttributeType.TENSORS:
+            return (attribute.name, kind, tuple(self._tensor_key(t) for t in attribute.value))
+        return None
+
+    def _tensor_key(self, tensor: ir.TensorProtocol) -> bytes:
+        known = self._tensors.get(id(tensor))
+        if known is None or known[0] is not tensor:
+            known = self._tensors[id(tensor)] = (tensor, _tensor_digest(tensor))
+        return known[1]
+
+
+def _function_digest(
+    node_labels: Iterable[bytes], output_labels: Sequence[bytes], attribute_names: Iterable[str]
+) -> str:
+    digest = _digest("graph", _digest(*output_labels), _digest(*sorted(node_labels)))
+    return _digest("function", digest, *sorted(attribute_names)).hex()
 
 
 HashInput = (

@@ -27,7 +27,7 @@ from modelprov.core.keys import (
     MODULE_DOMAIN,
     VARIANT_KEY,
 )
-from modelprov.onnx._structural_hash import hash_and_labels, node_labels
+from modelprov.onnx._structural_hash import RegionHasher
 
 __all__ = [
     "ATEN_DOMAIN",
@@ -173,6 +173,9 @@ class Wrapper:
         """Values of wrapped nodes -> the call outputs that replaced them outside."""
         self._slots: dict[ir.OperatorIdentifier, dict[bytes, list[int]]] = {}
         """Per function, the body positions of each node label (read by every later call)."""
+        self._places: dict[tuple[ir.OperatorIdentifier, object], list[int]] = {}
+        """Per function and region key, the body position of each region node."""
+        self._hasher = RegionHasher()
         self._order: dict[ir.Node, int] | None = None
         """Graph positions (a call takes its last node's); None when they must be re-read."""
 
@@ -257,25 +260,13 @@ class Wrapper:
             for index, graph_output in enumerate(self.graph.outputs):
                 if graph_output is old:
                     self.graph.outputs[index] = new
-        # Function inputs and the body's copies of external constants.
-        body_inputs: list[ir.Value] = []
-        slot: dict[ir.Value, ir.Value] = {}
-        internal = {v.name for node in nodes for v in node.outputs}
-        for value, name in zip(region.inputs, region.input_names, strict=True):
-            unique = name
-            while unique in internal:
-                unique = f"{unique}_"
-            body_input = ir.Value(name=unique)
-            body_inputs.append(body_input)
-            if value is not None:
-                slot.setdefault(value, body_input)
         constants = list(region.constants)
-        for node in nodes:
-            for index, value in enumerate(node.inputs):
-                if value is not None and value in slot:
-                    node.replace_input_with(index, slot[value])
+        body_nodes = [*constants, *nodes]
+        digest, body_labels, shape = self._hasher(
+            region.inputs, body_nodes, outputs, region.declared
+        )
         # The call takes the place of the region's last node: inserted after it before the
-        # region leaves the graph (its overload is known once the body is hashed).
+        # region leaves the graph.
         call = ir.Node(
             region.domain,
             region.name,
@@ -290,26 +281,72 @@ class Wrapper:
         self.graph.remove(nodes, safe=False)
         for node in nodes:
             del order[node]
-        body_nodes = [*constants, *nodes]
-        opsets = {**self.opset_imports, region.domain: 1}
-        body = ir.Graph(body_inputs, outputs, nodes=body_nodes, opset_imports=opsets)
-        attributes = {
-            name: ir.Attr(name, _declared_type(name, region.attributes), None)
-            for name in region.declared
-        }
-        candidate = ir.Function(region.domain, region.name, "", graph=body, attributes=attributes)
-        digest, body_labels = hash_and_labels(candidate)
-        function, first = self._register(candidate, digest, region)
-        call.overload = function.overload
-        if not first:
+        function = self._known(digest, region)
+        if function is None:
+            function = self._new_function(region, body_nodes, outputs, digest, body_labels)
+        else:
+            # Another call's nodes are the body: these only leave their record, under the
+            # names the body would have given them.
+            _name_as_in_a_body(body_nodes, _body_input_names(region))
+            external = {value for value in region.inputs if value is not None}
+            for node in nodes:
+                for index, value in enumerate(node.inputs):
+                    if value is not None and value in external:
+                        node.replace_input_with(index, None)
             call.metadata_props[INLINE_KEY] = self._record(
-                candidate, body_labels, function, metadata
+                body_nodes, body_labels, shape, function, metadata
             )
+        call.overload = function.overload
         if moved_after:
             self.graph.remove(moved_after, safe=False)
             self.graph.insert_after(call, moved_after)
             self._order = None  # rare: read the positions again on the next wrap
         return call
+
+    def _new_function(
+        self,
+        region: Region,
+        body_nodes: Sequence[ir.Node],
+        outputs: Sequence[ir.Value],
+        digest: str,
+        body_labels: Sequence[bytes],
+    ) -> ir.Function:
+        """The function whose body is this region's nodes (out of the graph by now)."""
+        body_inputs: list[ir.Value] = []
+        slot: dict[ir.Value, ir.Value] = {}
+        for value, name in zip(region.inputs, _body_input_names(region), strict=True):
+            body_input = ir.Value(name=name)
+            body_inputs.append(body_input)
+            if value is not None:
+                slot.setdefault(value, body_input)
+        for node in region.nodes:
+            for index, value in enumerate(node.inputs):
+                if value is not None and value in slot:
+                    node.replace_input_with(index, slot[value])
+        opsets = {**self.opset_imports, region.domain: 1}
+        body = ir.Graph(body_inputs, list(outputs), nodes=body_nodes, opset_imports=opsets)
+        attributes = {
+            name: ir.Attr(name, _declared_type(name, region.attributes), None)
+            for name in region.declared
+        }
+        function = ir.Function(region.domain, region.name, "", graph=body, attributes=attributes)
+        overload = self._free_overload(digest, region)
+        function.overload = overload
+        function.metadata_props.update(region.function_metadata)
+        function.metadata_props[FUNCTION_NAME_KEY] = region.name
+        function.metadata_props[VARIANT_KEY] = overload
+        if region.doc_string:
+            function.doc_string = region.doc_string
+        key = (region.domain, region.name, overload)
+        self.functions[key] = function
+        self._hashes[key] = digest
+        self.model.functions[key] = function
+        self.model.opset_imports.setdefault(region.domain, 1)
+        shared: dict[bytes, list[int]] = {}
+        for index, label in enumerate(body_labels):
+            shared.setdefault(label, []).append(index)
+        self._slots[key] = shared
+        return function
 
     def _dependents(
         self, nodes: Sequence[ir.Node], outputs: Sequence[ir.Value], order: Mapping[ir.Node, int]
@@ -329,50 +366,44 @@ class Wrapper:
             stack.extend(use.node for value in node.outputs for use in value.uses())
         return sorted(found, key=order.__getitem__)
 
-    def _register(
-        self, candidate: ir.Function, digest: str, region: Region
-    ) -> tuple[ir.Function, bool]:
+    def _known(self, digest: str, region: Region) -> ir.Function | None:
+        """The function made earlier with this digest, name and domain, if any."""
         digits = _OVERLOAD_DIGITS
         while True:
-            overload = digest[:digits]
-            key = (region.domain, region.name, overload)
+            key = (region.domain, region.name, digest[:digits])
             existing = self.functions.get(key)
             if existing is None:
-                break
+                return None
             if self._hashes[key] == digest:
-                return existing, False
+                return existing
             digits += 4
-        candidate.overload = overload
-        candidate.metadata_props.update(region.function_metadata)
-        candidate.metadata_props[FUNCTION_NAME_KEY] = region.name
-        candidate.metadata_props[VARIANT_KEY] = overload
-        if region.doc_string:
-            candidate.doc_string = region.doc_string
-        self.functions[key] = candidate
-        self._hashes[key] = digest
-        self.model.functions[key] = candidate
-        self.model.opset_imports.setdefault(region.domain, 1)
-        return candidate, True
+
+    def _free_overload(self, digest: str, region: Region) -> str:
+        """The shortest prefix of ``digest`` (12 digits, then 4 more at a time) not taken."""
+        digits = _OVERLOAD_DIGITS
+        while (region.domain, region.name, digest[:digits]) in self.functions:
+            digits += 4
+        return digest[:digits]
 
     def _record(
         self,
-        body: ir.Function,
+        body: Sequence[ir.Node],
         body_labels: Sequence[bytes],
+        shape: object,
         function: ir.Function,
         metadata: Mapping[str, str],
     ) -> str:
         """This call's own names, metadata and types, aligned with the shared body."""
+        identifier = function.identifier()
+        places = self._places.get((identifier, shape)) if shape is not None else None
+        if places is None:
+            slots = {label: list(indices) for label, indices in self._slots[identifier].items()}
+            places = [slots[label].pop(0) for label in body_labels]
+            if shape is not None:
+                self._places[(identifier, shape)] = places
         base = {k: v for k, v in metadata.items() if k != INLINE_KEY}
-        shared = self._slots.get(function.identifier())
-        if shared is None:
-            shared = {}
-            for index, label in enumerate(node_labels(function)):
-                shared.setdefault(label, []).append(index)
-            self._slots[function.identifier()] = shared
-        slots = {label: list(indices) for label, indices in shared.items()}
         entries: list[dict[str, Any]] = [{} for _ in range(len(function))]
-        for node, label in zip(body, body_labels, strict=True):
-            index = slots[label].pop(0)
+        for node, index in zip(body, places, strict=True):
             entry: dict[str, Any] = {"name": node.name or ""}
             constant_of = node.metadata_props.get(CONSTANT_OF_KEY)
             if constant_of is not None:
@@ -389,6 +420,40 @@ class Wrapper:
             entries[index] = entry
         document = {"version": INLINE_VERSION, "nodes": entries}
         return json.dumps(document, ensure_ascii=False, separators=(",", ":"))
+
+
+def _body_input_names(region: Region) -> list[str]:
+    """The function's input names: the argument names, made unlike the body's value names."""
+    internal = {v.name for node in region.nodes for v in node.outputs}
+    names: list[str] = []
+    for name in region.input_names:
+        while name in internal:
+            name = f"{name}_"
+        names.append(name)
+    return names
+
+
+def _name_as_in_a_body(nodes: Sequence[ir.Node], input_names: Iterable[str]) -> None:
+    """Names unnamed nodes and values as onnx_ir's Graph does when it is built from them
+    (``node_<op>_<n>``, ``val_<n>``, counting per graph), so a call's record reads the
+    same whether or not its nodes became a body."""
+    node_names: set[str] = set()
+    value_names = set(input_names)
+    node_count = value_count = 0
+    for node in nodes:
+        if node.name is None:
+            while f"node_{node.op_type}_{node_count}" in node_names:
+                node_count += 1
+            node.name = f"node_{node.op_type}_{node_count}"
+            node_count += 1
+        node_names.add(node.name)
+        for value in node.outputs:
+            if value.name is None:
+                while f"val_{value_count}" in value_names:
+                    value_count += 1
+                value.name = f"val_{value_count}"
+                value_count += 1
+            value_names.add(value.name)
 
 
 def _declared_type(name: str, attributes: Iterable[ir.Attr]) -> ir.AttributeType:
