@@ -78,10 +78,16 @@ class Provenance:
         )
         if trace_options is not None:
             table = SourceTable(_rewritten(source, trace_options) for source in table)
-        node_sources = {
-            node: frozenset(table.index_of(i) for i in ids)
-            for node, ids in zip(nodes, node_ids, strict=True)
-        }
+        node_sources: dict[ir.Node, frozenset[int]] = {}
+        singles: dict[str, frozenset[int]] = {}  # one shared set per single source
+        for node, ids in zip(nodes, node_ids, strict=True):
+            if len(ids) == 1:
+                found = singles.get(ids[0])
+                if found is None:
+                    found = singles[ids[0]] = frozenset((table.index_of(ids[0]),))
+                node_sources[node] = found
+            else:
+                node_sources[node] = frozenset(table.index_of(i) for i in ids)
         provenance = cls(table=table, node_sources=node_sources, value_sources={})
         provenance.value_sources = provenance._read_value_sources(model, nodes)
         for position, node in enumerate(nodes):
@@ -116,18 +122,18 @@ class Provenance:
         """Default rule: a value is a source's output when it leaves that source's nodes.
         ``nodes``, when given, is ``all_nodes(model.graph)`` (read once by the caller)."""
         graph_outputs = {value for graph in all_graphs(model.graph) for value in graph.outputs}
+        node_sources = self.node_sources
+        empty: frozenset[int] = frozenset()
         result: dict[ir.Value, frozenset[int]] = {}
         for node in all_nodes(model.graph) if nodes is None else nodes:
-            own = self.node_sources.get(node, frozenset())
+            own = node_sources.get(node, empty)
             if len(own) != 1:
                 continue
             for value in node.outputs:
-                consumers = [use.node for use in value.uses()]
                 leaves = value in graph_outputs or any(
-                    not own <= self.node_sources.get(consumer, frozenset())
-                    for consumer in consumers
+                    not own <= node_sources.get(use.node, empty) for use in value.uses()
                 )
-                result[value] = own if leaves else frozenset()
+                result[value] = own if leaves else empty
         return result
 
     def apply(self, change: Change, graph: ir.Graph) -> None:
@@ -216,50 +222,70 @@ class Provenance:
         """Writes merged node and value metadata and the sources table into ``model``."""
         policies = policies if policies is not None else DEFAULT_POLICIES
         max_bytes = trace_options.max_bytes if trace_options is not None else None
-        source_keys = {key for source in self.table for key in source.metadata}
+        table = self.table
+        scopes = _KeyScopes(policies)
+        source_keys: set[str] = set()
+        for index in range(len(table)):
+            source_keys.update(table.metadata_of(index))
         nodes = all_nodes(model.graph)
         derived = self.derived_value_sources(model, nodes=nodes)
         carried: set[str] = set()
         scoped: dict[int, bool] = {}  # per source: has a value-scoped key
+        own_ids: dict[int, str | None] = {}  # per source: see _own_id
+        empty: frozenset[int] = frozenset()
         for position, node in enumerate(nodes):
-            indices = sorted(self.node_sources.get(node, frozenset()))
-            label = node_label(node, position)
-            if (
-                len(indices) == 1
+            own = self.node_sources.get(node, empty)
+            label = node.name or f"{node.op_type}@{position}"  # node_label, inlined
+            index = next(iter(own)) if len(own) == 1 else -1
+            verbatim = (
+                index >= 0
                 and max_bytes is None
-                and not _has_scoped_key(self.table, indices[0], policies, scoped)
-            ):
+                and not _has_scoped_key(table, index, scopes, scoped)
+            )
+            if verbatim:
                 # One source, nothing to merge or budget: its metadata as it is (what
                 # merged_metadata returns then, without asking a policy key by key).
-                merged = dict(self.table[indices[0]].metadata)
+                merged = dict(table.metadata_of(index))
             else:
                 outputs: set[int] = set()
                 for value in node.outputs:
-                    outputs.update(self.value_sources.get(value, frozenset()))
+                    outputs.update(self.value_sources.get(value, empty))
                 merged = self.merged_metadata(
-                    indices, outputs, policies, label=label, max_bytes=max_bytes
+                    sorted(own), outputs, policies, label=label, max_bytes=max_bytes
                 )
+            props = node.metadata_props
             foreign = {
                 key: value
-                for key, value in node.metadata_props.items()
+                for key, value in props.items()
                 if key not in source_keys and not key.startswith(RESERVED_PREFIX)
             }
-            node.metadata_props.clear()
-            node.metadata_props.update(merged)
-            node.metadata_props.update(foreign)
+            props.clear()
+            props.update(merged)
+            props.update(foreign)
             marked = self.kept_for_recall.get(node)
             if marked:
-                node.metadata_props[KEPT_FOR_RECALL_KEY] = dump_ids(self.table.ids(sorted(marked)))
-            if len(indices) == 1 and self._carries(indices[0], label, merged):
-                carried.add(self.table[indices[0]].id)
-            elif indices:
-                node.metadata_props[NODE_SOURCES_KEY] = dump_ids(self.table.ids(indices))
+                props[KEPT_FOR_RECALL_KEY] = dump_ids(table.ids(marked))
+            if verbatim:
+                # merged is the source's metadata: carried when free of modelprov's keys and
+                # the node's own source id is the source's.
+                if index in own_ids:
+                    own_id = own_ids[index]
+                else:
+                    own_id = own_ids[index] = _own_id(table, index)
+                if own_id is not None and (own_id or f"node:{label}") == table.id_of(index):
+                    carried.add(table.id_of(index))
+                else:
+                    props[NODE_SOURCES_KEY] = dump_ids([table.id_of(index)])
+            elif index >= 0 and self._carries(index, label, merged):
+                carried.add(table.id_of(index))
+            elif own:
+                props[NODE_SOURCES_KEY] = dump_ids(table.ids(own))
             for value in node.outputs:
-                self._write_value(value, policies, derived.get(value), scoped)
-        if len(carried) == len(self.table):
+                self._write_value(value, policies, derived.get(value), scoped, scopes)
+        if len(carried) == len(table):
             model.metadata_props.pop(TABLE_KEY, None)
         else:
-            model.metadata_props[TABLE_KEY] = self.table.dumps(carried=carried)
+            model.metadata_props[TABLE_KEY] = table.dumps(carried=carried)
 
     def _carries(self, index: int, label: str, merged: Mapping[str, str]) -> bool:
         """True when a node's own metadata identifies and holds its one source verbatim."""
@@ -271,22 +297,28 @@ class Provenance:
         policies: Policies,
         derived: frozenset[int] | None,
         scoped: dict[int, bool],
+        scopes: _KeyScopes,
     ) -> None:
         """Writes a value's ``output_of`` and value-scoped keys (``scoped``: the cache of
-        ``_has_scoped_key``)."""
-        sources = sorted(self.value_sources.get(value, frozenset()))
-        if not sources and not derived and not value.metadata_props:
+        ``_has_scoped_key``; ``scopes``: of ``Policies.is_value_scoped``)."""
+        current = self.value_sources.get(value)
+        props = value.metadata_props
+        if not current and not derived and not props:
             return  # nothing to remove, nothing to write
-        for key in [key for key in value.metadata_props if policies.is_value_scoped(key)]:
-            del value.metadata_props[key]
-        value.metadata_props.pop(OUTPUT_OF_KEY, None)
-        if frozenset(sources) != (derived or frozenset()):
-            value.metadata_props[OUTPUT_OF_KEY] = dump_ids(self.table.ids(sources))
-        if not any(_has_scoped_key(self.table, index, policies, scoped) for index in sources):
+        if props:
+            for key in [key for key in props if scopes[key]]:
+                del props[key]
+            props.pop(OUTPUT_OF_KEY, None)
+        if (current or frozenset()) != (derived or frozenset()):
+            props[OUTPUT_OF_KEY] = dump_ids(self.table.ids(current or ()))
+        if not current or not any(
+            _has_scoped_key(self.table, index, scopes, scoped) for index in current
+        ):
             return  # no source has a value-scoped key: nothing to merge
-        keys = _ordered_keys(self.table[index] for index in sources)
+        sources = sorted(current)
+        keys = _ordered_keys(self.table.metadata_of(index) for index in sources)
         for key in keys:
-            if not policies.is_value_scoped(key):
+            if not scopes[key]:
                 continue
             values, ids = _values_of(self.table, sources, key)
             if not values:
@@ -294,7 +326,7 @@ class Provenance:
             ctx = MergeContext(key, value.name or "", (True,) * len(values), ids)
             result = policies.merge(key, values, ctx)
             if result is not None:
-                value.metadata_props[key] = result
+                props[key] = result
 
     def merged_metadata(
         self,
@@ -307,13 +339,14 @@ class Provenance:
     ) -> dict[str, str]:
         """The merged metadata of a node with these sources (sorted indices)."""
         merged: dict[str, str] = {}
-        sources = [self.table[index] for index in indices]
-        for key in _ordered_keys(sources):
-            if len(sources) == 1 and not policies.is_value_scoped(key):
-                result: str | None = sources[0].metadata[key]
+        table = self.table
+        metadata = [table.metadata_of(index) for index in indices]
+        for key in _ordered_keys(metadata):
+            if len(metadata) == 1 and not policies.is_value_scoped(key):
+                result: str | None = metadata[0][key]
             else:
-                values, ids = _values_of(self.table, indices, key)
-                flags = tuple(self.table.index_of(i) in outputs for i in ids)
+                values, ids = _values_of(table, indices, key)
+                flags = tuple(table.index_of(i) in outputs for i in ids)
                 result = policies.merge(key, values, MergeContext(key, label, flags, ids))
             if result is None:
                 continue
@@ -322,26 +355,49 @@ class Provenance:
                 and max_bytes is not None
                 and len(result.encode()) > max_bytes
             ):
-                values, _ = _values_of(self.table, indices, key)
+                values, _ = _values_of(table, indices, key)
                 result = _stack_trace.format_merged_traces(values, max_bytes=max_bytes)
             merged[key] = result
         return merged
 
 
+class _KeyScopes(dict[str, bool]):
+    """Per key, ``Policies.is_value_scoped``, asked once."""
+
+    def __init__(self, policies: Policies) -> None:
+        super().__init__()
+        self._policies = policies
+
+    def __missing__(self, key: str) -> bool:
+        found = self[key] = self._policies.is_value_scoped(key)
+        return found
+
+
 def _has_scoped_key(
-    table: SourceTable, index: int, policies: Policies, known: dict[int, bool]
+    table: SourceTable, index: int, scopes: _KeyScopes, known: dict[int, bool]
 ) -> bool:
     """True when the source at ``index`` has a value-scoped key (``known`` caches it)."""
     found = known.get(index)
     if found is None:
-        found = known[index] = any(policies.is_value_scoped(key) for key in table[index].metadata)
+        found = known[index] = any(scopes[key] for key in table.metadata_of(index))
     return found
 
 
-def _ordered_keys(sources: Iterable[Source]) -> list[str]:
+def _own_id(table: SourceTable, index: int) -> str | None:
+    """What a node holding the source at ``index`` verbatim calls its source: the FX node
+    name ('' for ``node:<label>``), or None when the metadata holds modelprov's own keys
+    (then the node's metadata is not the source's alone)."""
+    metadata = table.metadata_of(index)
+    if any(key.startswith(RESERVED_PREFIX) for key in metadata):
+        return None
+    return _sources.fx_node_name(metadata)
+
+
+def _ordered_keys(sources: Iterable[Mapping[str, str]]) -> list[str]:
+    """The keys of these metadata, in order of first appearance."""
     keys: dict[str, None] = {}
-    for source in sources:
-        keys.update(dict.fromkeys(source.metadata))
+    for metadata in sources:
+        keys.update(dict.fromkeys(metadata))
     return list(keys)
 
 
@@ -351,9 +407,8 @@ def _values_of(
     values: list[str] = []
     ids: list[str] = []
     for index in indices:
-        source = table[index]
-        value = source.metadata.get(key)
+        value = table.metadata_of(index).get(key)
         if value:
             values.append(value)
-            ids.append(source.id)
+            ids.append(table.id_of(index))
     return values, tuple(ids)

@@ -190,33 +190,62 @@ def fx_node_name(metadata: Mapping[str, str]) -> str:
 
 
 class SourceTable:
-    """All sources of a model, in order of first appearance in the unoptimized export."""
+    """All sources of a model, in order of first appearance in the unoptimized export.
+
+    Each :class:`Source` is built when first asked for: the metadata writers read only ids
+    and metadata (:meth:`id_of`, :meth:`metadata_of`), which need no parsed fields.
+    """
 
     def __init__(self, sources: Iterable[Source] = ()) -> None:
-        self._sources: list[Source] = []
+        self._ids: list[str] = []
+        self._metadata: list[Mapping[str, str]] = []
+        self._sources: list[Source | None] = []
         self._index: dict[str, int] = {}
         for source in sources:
             self.add(source)
 
     def add(self, source: Source) -> int:
         """Adds a source and returns its index; a duplicate id is an error."""
-        if source.id in self._index:
-            raise MetadataError(f"sources table: duplicate source id {source.id!r}")
-        self._index[source.id] = len(self._sources)
-        self._sources.append(source)
-        return len(self._sources) - 1
+        index = self._add_entry(source.id, source.metadata)
+        self._sources[index] = source
+        return index
+
+    def _add_entry(self, source_id: str, metadata: Mapping[str, str]) -> int:
+        """Adds a source by id and metadata (``metadata`` must not change afterwards); its
+        :class:`Source` is built on first access."""
+        if source_id in self._index:
+            raise MetadataError(f"sources table: duplicate source id {source_id!r}")
+        index = self._index[source_id] = len(self._ids)
+        self._ids.append(source_id)
+        self._metadata.append(metadata)
+        self._sources.append(None)
+        return index
 
     def __len__(self) -> int:
-        return len(self._sources)
+        return len(self._ids)
 
     def __getitem__(self, index: int) -> Source:
-        return self._sources[index]
+        source = self._sources[index]
+        if source is None:
+            source = self._sources[index] = Source.from_metadata(
+                self._ids[index], self._metadata[index]
+            )
+        return source
 
     def __iter__(self) -> Iterator[Source]:
-        return iter(self._sources)
+        return (self[index] for index in range(len(self._ids)))
 
     def __contains__(self, source_id: object) -> bool:
         return source_id in self._index
+
+    def id_of(self, index: int) -> str:
+        """The id of the source at ``index`` (without building its :class:`Source`)."""
+        return self._ids[index]
+
+    def metadata_of(self, index: int) -> Mapping[str, str]:
+        """The original metadata of the source at ``index`` (read-only; without building
+        its :class:`Source`)."""
+        return self._metadata[index]
 
     def index_of(self, source_id: str) -> int:
         """The index of a source id; MetadataError when the table lacks it."""
@@ -231,11 +260,12 @@ class SourceTable:
 
     def by_id(self, source_id: str) -> Source:
         """The source with this id."""
-        return self._sources[self.index_of(source_id)]
+        return self[self.index_of(source_id)]
 
     def ids(self, indices: Iterable[int]) -> list[str]:
         """Source ids for indices, in table order."""
-        return [self._sources[index].id for index in sorted(indices)]
+        ids = self._ids
+        return [ids[index] for index in sorted(indices)]
 
     def dumps(self, *, carried: Collection[str] = ()) -> str:
         """The versioned JSON form.
@@ -245,24 +275,21 @@ class SourceTable:
         frame; the document is zlib-compressed and base64-encoded when that is smaller.
         """
         pool: dict[str, int] = {}
-
-        def intern(text: str) -> int:
-            index = pool.get(text)
-            if index is None:
-                index = pool[text] = len(pool)
-            return index
-
+        intern = pool.setdefault  # intern(text, len(pool)): the text's index, added if new
+        split_chunks = _stack_trace.split_chunks
         entries = []
-        for source in self._sources:
-            if source.id in carried:
+        for source_id, source_metadata in zip(self._ids, self._metadata, strict=True):
+            if source_id in carried:
                 continue
-            metadata = [
-                [intern(key), *(intern(chunk) for chunk in _stack_trace.split_chunks(value))]
-                for key, value in source.metadata.items()
-            ]
-            entries.append({"id": source.id, "metadata": metadata})
+            metadata = []
+            for key, value in source_metadata.items():
+                item = [intern(key, len(pool))]
+                for chunk in split_chunks(value):
+                    item.append(intern(chunk, len(pool)))
+                metadata.append(item)
+            entries.append({"id": source_id, "metadata": metadata})
         body = {
-            "order": [source.id for source in self._sources],
+            "order": list(self._ids),
             "strings": list(pool),
             "sources": entries,
         }
@@ -324,7 +351,7 @@ class SourceTable:
             )
             if source_id in table:
                 raise MetadataError(f"{where}: sources table holds source {source_id!r} twice")
-            table.add(Source.from_metadata(source_id, metadata))
+            table._add_entry(source_id, types.MappingProxyType(metadata))
         return table, order
 
 
@@ -445,10 +472,16 @@ def collect_sources(
     """
     text = model_metadata.get(TABLE_KEY)
     if stored_table is not None:
-        stored, order = stored_table, [source.id for source in stored_table]
+        stored, order = stored_table, list(stored_table._ids)
     else:
         stored, order = SourceTable.loads(text) if text else (SourceTable(), [])
-    found: dict[str, Source] = {source.id: source for source in stored}
+    # Per source id: its metadata, and its Source when one is built already.
+    found: dict[str, Mapping[str, str]] = dict(zip(stored._ids, stored._metadata, strict=True))
+    built: dict[str, Source] = {
+        source_id: source
+        for source_id, source in zip(stored._ids, stored._sources, strict=True)
+        if source is not None
+    }
     variants: dict[str, int] = {}
     node_ids: list[list[str]] = []
     for label, metadata in nodes:
@@ -456,14 +489,13 @@ def collect_sources(
         if ids_text is not None:
             node_ids.append(parse_ids(ids_text, where=f"node {label!r}"))
             continue
-        check_text(metadata, where=f"node {label!r}")
-        original = original_metadata(metadata)
+        original = _checked_original(metadata, label)
         if not original and not label:
             node_ids.append([])
             continue
         base = own_source_id(label, original)
         source_id = base
-        while source_id in found and dict(found[source_id].metadata) != original:
+        while source_id in found and found[source_id] != original:
             variants[base] = variants.get(base, 1) + 1
             source_id = f"{base}#{variants[base]}"
         if source_id not in found:
@@ -476,7 +508,7 @@ def collect_sources(
                         f"node {label!r}: metadata key {key!r} holds {size} bytes (limit "
                         f"{MAX_VALUE_BYTES}); strip or shorten it before running modelprov"
                     )
-            found[source_id] = Source.from_metadata(source_id, original)
+            found[source_id] = types.MappingProxyType(original)
         node_ids.append([source_id])
     missing = [i for ids in node_ids for i in ids if i not in found]
     if missing:
@@ -489,7 +521,22 @@ def collect_sources(
     for source_id in found:
         if source_id not in seen:
             ordered.append(source_id)
-    return SourceTable(found[i] for i in ordered), node_ids
+    table = SourceTable()
+    for source_id in ordered:
+        index = table._add_entry(source_id, found[source_id])
+        table._sources[index] = built.get(source_id)
+    return table, node_ids
+
+
+def _checked_original(metadata: Mapping[str, str], label: str) -> dict[str, str]:
+    """:func:`original_metadata` of a node's metadata, checked by :func:`check_text`."""
+    original: dict[str, str] = {}
+    for key, value in metadata.items():
+        if type(key) is not str or type(value) is not str:
+            check_text({key: value}, where=f"node {label!r}")
+        if not key.startswith(RESERVED_PREFIX):
+            original[key] = value
+    return original
 
 
 def dump_ids(ids: Sequence[str]) -> str:
