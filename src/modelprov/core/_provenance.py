@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import onnx_ir as ir
 
 from modelprov.core import _sources, _stack_trace
-from modelprov.core._correspond import Change, all_graphs, all_nodes
+from modelprov.core._correspond import Change, all_graphs, all_nodes, nodes_and_graphs
 from modelprov.core._sources import (
     Source,
     SourceTable,
@@ -68,7 +68,7 @@ class Provenance:
         cls, model: ir.Model, *, trace_options: _stack_trace.TraceOptions | None = None
     ) -> Provenance:
         """Reads provenance from a model modelprov wrote, or starts it from a plain export."""
-        nodes = all_nodes(model.graph)
+        nodes, graphs = nodes_and_graphs(model.graph)
         table, node_ids = collect_sources(
             dict(model.metadata_props),
             [
@@ -89,7 +89,7 @@ class Provenance:
             else:
                 node_sources[node] = frozenset(table.index_of(i) for i in ids)
         provenance = cls(table=table, node_sources=node_sources, value_sources={})
-        provenance.value_sources = provenance._read_value_sources(model, nodes)
+        provenance.value_sources = provenance._read_value_sources(nodes, graphs)
         for position, node in enumerate(nodes):
             marked = node.metadata_props.get(KEPT_FOR_RECALL_KEY)
             if marked is None:
@@ -102,18 +102,22 @@ class Provenance:
         return provenance
 
     def _read_value_sources(
-        self, model: ir.Model, nodes: Sequence[ir.Node]
+        self, nodes: Sequence[ir.Node], graphs: Sequence[ir.Graph]
     ) -> dict[ir.Value, frozenset[int]]:
-        derived = self.derived_value_sources(model, nodes=nodes)
+        """Every node output's sources: its explicit ``output_of`` (which also counts on a
+        node with several sources), else the rule of ``derived_value_sources``."""
         result: dict[ir.Value, frozenset[int]] = {}
-        # Every node output: an explicit output_of also counts on a node with several sources.
-        for value in (value for node in nodes for value in node.outputs):
-            explicit = value.metadata_props.get(OUTPUT_OF_KEY)
-            if explicit is not None:
-                ids = parse_ids(explicit, where=f"value {value.name!r}")
-                result[value] = frozenset(self.table.index_of(i) for i in ids if i in self.table)
-            elif value in derived:
-                result[value] = derived[value]
+        derived = self._derived(nodes, graphs)
+        for node in nodes:
+            for value in node.outputs:
+                explicit = value.metadata_props.get(OUTPUT_OF_KEY)
+                if explicit is not None:
+                    ids = parse_ids(explicit, where=f"value {value.name!r}")
+                    result[value] = frozenset(
+                        self.table.index_of(i) for i in ids if i in self.table
+                    )
+                elif value in derived:
+                    result[value] = derived[value]
         return result
 
     def derived_value_sources(
@@ -121,11 +125,22 @@ class Provenance:
     ) -> dict[ir.Value, frozenset[int]]:
         """Default rule: a value is a source's output when it leaves that source's nodes.
         ``nodes``, when given, is ``all_nodes(model.graph)`` (read once by the caller)."""
-        graph_outputs = {value for graph in all_graphs(model.graph) for value in graph.outputs}
+        if nodes is None:
+            nodes, graphs = nodes_and_graphs(model.graph)
+        else:
+            graphs = all_graphs(model.graph)
+        return self._derived(nodes, graphs)
+
+    def _derived(
+        self, nodes: Sequence[ir.Node], graphs: Sequence[ir.Graph]
+    ) -> dict[ir.Value, frozenset[int]]:
+        """``derived_value_sources`` of these nodes (``graphs``: the graph and its
+        subgraphs, whose outputs leave every source)."""
+        graph_outputs = {value for graph in graphs for value in graph.outputs}
         node_sources = self.node_sources
         empty: frozenset[int] = frozenset()
         result: dict[ir.Value, frozenset[int]] = {}
-        for node in all_nodes(model.graph) if nodes is None else nodes:
+        for node in nodes:
             own = node_sources.get(node, empty)
             if len(own) != 1:
                 continue
@@ -227,8 +242,8 @@ class Provenance:
         source_keys: set[str] = set()
         for index in range(len(table)):
             source_keys.update(table.metadata_of(index))
-        nodes = all_nodes(model.graph)
-        derived = self.derived_value_sources(model, nodes=nodes)
+        nodes, graphs = nodes_and_graphs(model.graph)
+        derived = self._derived(nodes, graphs)
         carried: set[str] = set()
         scoped: dict[int, bool] = {}  # per source: has a value-scoped key
         own_ids: dict[int, str | None] = {}  # per source: see _own_id
@@ -341,13 +356,30 @@ class Provenance:
         merged: dict[str, str] = {}
         table = self.table
         metadata = [table.metadata_of(index) for index in indices]
+        if len(metadata) == 1:
+            entries = []
+        else:
+            entries = [
+                (each, table.id_of(index), index in outputs)
+                for each, index in zip(metadata, indices, strict=True)
+            ]
         for key in _ordered_keys(metadata):
             if len(metadata) == 1 and not policies.is_value_scoped(key):
                 result: str | None = metadata[0][key]
             else:
-                values, ids = _values_of(table, indices, key)
-                flags = tuple(table.index_of(i) in outputs for i in ids)
-                result = policies.merge(key, values, MergeContext(key, label, flags, ids))
+                if len(metadata) == 1:
+                    entries = [(metadata[0], table.id_of(indices[0]), indices[0] in outputs)]
+                values: list[str] = []
+                ids: list[str] = []
+                flags: list[bool] = []
+                for each, source_id, flag in entries:
+                    value = each.get(key)
+                    if value:
+                        values.append(value)
+                        ids.append(source_id)
+                        flags.append(flag)
+                ctx = MergeContext(key, label, tuple(flags), tuple(ids))
+                result = policies.merge(key, values, ctx)
             if result is None:
                 continue
             if (

@@ -281,12 +281,13 @@ class SourceTable:
         for source_id, source_metadata in zip(self._ids, self._metadata, strict=True):
             if source_id in carried:
                 continue
-            metadata = []
-            for key, value in source_metadata.items():
-                item = [intern(key, len(pool))]
-                for chunk in split_chunks(value):
-                    item.append(intern(chunk, len(pool)))
-                metadata.append(item)
+            metadata = [
+                [
+                    intern(key, len(pool)),
+                    *[intern(chunk, len(pool)) for chunk in split_chunks(value)],
+                ]
+                for key, value in source_metadata.items()
+            ]
             entries.append({"id": source_id, "metadata": metadata})
         body = {
             "order": list(self._ids),

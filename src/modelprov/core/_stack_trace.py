@@ -263,9 +263,9 @@ def display_location(location: str, root: str | None = None) -> str:
     return f"{display_path(file, root)}:{line}"
 
 
-def split_chunks(trace: str) -> list[str]:
+def split_chunks(trace: str) -> tuple[str, ...]:
     """Splits a value into substrings at frame starts; ``"".join`` gives it back exactly."""
-    return list(_chunks(trace))
+    return _chunks(trace)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -336,7 +336,7 @@ def _unescape(lines: Iterable[str]) -> list[str]:
     ]
 
 
-def _shared_frame_lines(traces: Sequence[Sequence[list[str]]]) -> int:
+def _shared_frame_lines(traces: Sequence[Sequence[Sequence[str]]]) -> int:
     """Number of leading lines made of whole frames that every trace shares."""
     count = 0
     for groups in zip(*traces, strict=False):
@@ -357,7 +357,7 @@ def format_merged_traces(traces: Iterable[str], *, max_bytes: int | None = None)
     distinct: list[str] = []
     seen: set[str] = set()
     for value in traces:
-        for trace in split_merged_traces(value):
+        for trace in _split_merged_cached(value):
             if trace not in seen:
                 seen.add(trace)
                 distinct.append(trace)
@@ -368,9 +368,9 @@ def format_merged_traces(traces: Iterable[str], *, max_bytes: int | None = None)
         if max_bytes is None or len(single.encode()) <= max_bytes:
             return single
         return _elide_frames(single, max_bytes)
-    grouped = [_frame_groups(trace.split("\n")) for trace in distinct]
+    grouped = [_trace_layout(trace)[0] for trace in distinct]
     shared_lines = _shared_frame_lines(grouped)
-    all_lines = [_escape(trace.split("\n")) for trace in distinct]
+    all_lines = [_trace_layout(trace)[1] for trace in distinct]
     out = [f"[modelprov: {len(distinct)} stack traces; {shared_lines} shared lines]"]
     out.extend(all_lines[0][:shared_lines])
     sections = [
@@ -384,7 +384,21 @@ def format_merged_traces(traces: Iterable[str], *, max_bytes: int | None = None)
 
 
 def _misread(trace: str) -> bool:
-    return split_merged_traces(trace) != [trace]
+    return list(_split_merged_cached(trace)) != [trace]
+
+
+@functools.lru_cache(maxsize=4096)
+def _split_merged_cached(value: str) -> tuple[str, ...]:
+    """:func:`split_merged_traces`, cached: the layers of a model repeat their traces."""
+    return tuple(split_merged_traces(value))
+
+
+@functools.lru_cache(maxsize=4096)
+def _trace_layout(trace: str) -> tuple[tuple[tuple[str, ...], ...], tuple[str, ...]]:
+    """A trace's frame groups and its lines as written in the merged form (cached)."""
+    lines = trace.split("\n")
+    groups = tuple(tuple(group) for group in _frame_groups(lines))
+    return groups, tuple(_escape(lines))
 
 
 def _elide(head: list[str], sections: list[str], max_bytes: int) -> str:

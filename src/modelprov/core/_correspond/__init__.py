@@ -30,6 +30,7 @@ from modelprov.core._correspond._graph import (
     all_graphs,
     all_nodes,
     data_inputs,
+    nodes_and_graphs,
 )
 
 __all__ = [
@@ -41,6 +42,7 @@ __all__ = [
     "all_nodes",
     "correspond",
     "data_inputs",
+    "nodes_and_graphs",
 ]
 
 

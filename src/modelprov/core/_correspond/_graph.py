@@ -17,6 +17,7 @@ __all__ = [
     "all_nodes",
     "data_inputs",
     "new_and_removed",
+    "nodes_and_graphs",
 ]
 
 
@@ -52,6 +53,14 @@ def all_graphs(graph: ir.Graph) -> list[ir.Graph]:
     graphs = [graph]
     _walk(graph, [], graphs)
     return graphs
+
+
+def nodes_and_graphs(graph: ir.Graph) -> tuple[list[ir.Node], list[ir.Graph]]:
+    """``all_nodes`` and ``all_graphs`` of a graph, in one walk."""
+    nodes: list[ir.Node] = []
+    graphs = [graph]
+    _walk(graph, nodes, graphs)
+    return nodes, graphs
 
 
 def _walk(graph: ir.Graph, nodes: list[ir.Node], subgraphs: list[ir.Graph]) -> None:
