@@ -490,7 +490,12 @@ def collect_sources(
         if ids_text is not None:
             node_ids.append(parse_ids(ids_text, where=f"node {label!r}"))
             continue
-        original = _checked_original(metadata, label)
+        try:
+            original = {k: v for k, v in metadata.items() if not k.startswith(RESERVED_PREFIX)}
+        except (TypeError, AttributeError):
+            original = {}  # a key is not text: check_text says which
+        if len(original) != len(metadata):
+            check_text(metadata, where=f"node {label!r}")
         if not original and not label:
             node_ids.append([])
             continue
@@ -500,6 +505,9 @@ def collect_sources(
             variants[base] = variants.get(base, 1) + 1
             source_id = f"{base}#{variants[base]}"
         if source_id not in found:
+            # A new source: its values are checked here (a known one's equal checked ones).
+            if not all(type(value) is str for value in original.values()):
+                check_text(metadata, where=f"node {label!r}")
             for key, value in original.items():
                 if 4 * len(value) <= MAX_VALUE_BYTES:
                     continue  # at most 4 bytes a character: within the limit, no need to encode
@@ -527,17 +535,6 @@ def collect_sources(
         index = table._add_entry(source_id, found[source_id])
         table._sources[index] = built.get(source_id)
     return table, node_ids
-
-
-def _checked_original(metadata: Mapping[str, str], label: str) -> dict[str, str]:
-    """:func:`original_metadata` of a node's metadata, checked by :func:`check_text`."""
-    original: dict[str, str] = {}
-    for key, value in metadata.items():
-        if type(key) is not str or type(value) is not str:
-            check_text({key: value}, where=f"node {label!r}")
-        if not key.startswith(RESERVED_PREFIX):
-            original[key] = value
-    return original
 
 
 def dump_ids(ids: Sequence[str]) -> str:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import onnx_ir as ir
 
-from modelprov.core._correspond._graph import Change, Matching, Snapshot, data_inputs
+from modelprov.core._correspond._graph import Change, Matching, Snapshot
 
 __all__ = ["assign_claims"]
 
@@ -58,7 +58,7 @@ def assign_claims(before: Snapshot, after_nodes: list[ir.Node], matching: Matchi
             if node in claimed:
                 continue
             claimed.add(node)
-            read = before.inputs[node] if loose else data_inputs(node, before.inputs[node])
+            read = before.inputs[node] if loose else before.data_inputs_of(node)
             for value in read:
                 if value is None or value in stops:
                     continue

@@ -100,6 +100,9 @@ class Snapshot:
     boundary: set[ir.Value]
     """Graph inputs and initializers: values without a producing node."""
     _constant_nodes: set[ir.Node] | None = dataclasses.field(default=None, repr=False)
+    _data_inputs: dict[ir.Node, list[ir.Value]] = dataclasses.field(
+        default_factory=dict, repr=False
+    )
 
     @classmethod
     def of(cls, graph: ir.Graph) -> Snapshot:
@@ -123,6 +126,13 @@ class Snapshot:
             boundary=boundary,
         )
 
+    def data_inputs_of(self, node: ir.Node) -> list[ir.Value]:
+        """``data_inputs`` of a node of the snapshot, over its inputs then (cached)."""
+        found = self._data_inputs.get(node)
+        if found is None:
+            found = self._data_inputs[node] = data_inputs(node, self.inputs[node])
+        return found
+
     def constant_nodes(self) -> set[ir.Node]:
         """Nodes whose outputs do not depend on any graph input's contents (constants,
         shape arithmetic): ``Shape`` and ``Size`` read only their input's metadata."""
@@ -136,7 +146,7 @@ class Snapshot:
         dynamic: set[ir.Value] = set(graph_inputs)
         constant: set[ir.Node] = set()
         for node in self.nodes:
-            if any(v in dynamic for v in data_inputs(node, self.inputs[node])):
+            if any(v in dynamic for v in self.data_inputs_of(node)):
                 dynamic.update(self.outputs[node])
             elif node.op_type not in _SUBGRAPH_OPS:
                 constant.add(node)
