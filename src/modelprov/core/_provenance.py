@@ -269,14 +269,17 @@ class Provenance:
                     sorted(own), outputs, policies, label=label, max_bytes=max_bytes
                 )
             props = node.metadata_props
-            foreign = {
-                key: value
-                for key, value in props.items()
-                if key not in source_keys and not key.startswith(RESERVED_PREFIX)
-            }
-            props.clear()
-            props.update(merged)
-            props.update(foreign)
+            if props != merged or list(props) != list(merged):
+                # Unless the node holds exactly ``merged`` already (a node left as it was
+                # read): ``merged``, then the node's keys of no source and not modelprov's.
+                foreign = {
+                    key: value
+                    for key, value in props.items()
+                    if key not in source_keys and not key.startswith(RESERVED_PREFIX)
+                }
+                props.clear()
+                props.update(merged)
+                props.update(foreign)
             marked = self.kept_for_recall.get(node)
             if marked:
                 props[KEPT_FOR_RECALL_KEY] = dump_ids(table.ids(marked))
