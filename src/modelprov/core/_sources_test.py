@@ -175,3 +175,39 @@ def test_malformed_tables_are_rejected_with_a_reason(text: str, message: str) ->
 def test_table_text_that_is_not_utf8_is_rejected() -> None:
     with pytest.raises(MetadataError, match="not valid UTF-8"):
         SourceTable.loads(b"\xff{}", where="m.onnx")  # type: ignore[arg-type]
+
+
+def test_invalid_utf8_is_named_on_every_path_through_collect() -> None:
+    """Text checks hold for a node sharing a known source's id, for a reserved key's value
+    and for a key that is not text, not only for a node making a new source."""
+    good = _meta("t")
+    shared = {**good, "namespace": b"\xff"}  # same FX node: a variant of source 't'
+    with pytest.raises(MetadataError, match="node 'n1'.*'namespace' is not valid UTF-8"):
+        collect_sources({}, [("n0", good), ("n1", shared)])  # type: ignore[list-item]
+    reserved = {**good, "modelprov.kept_for_recall": b"\xff"}
+    with pytest.raises(MetadataError, match="node 'n0'.*'modelprov.kept_for_recall'"):
+        collect_sources({}, [("n0", reserved)])  # type: ignore[list-item]
+    with pytest.raises(MetadataError, match="node 'n0'.*metadata key b'k' is not valid UTF-8"):
+        collect_sources({}, [("n0", {b"k": "v"})])  # type: ignore[dict-item]
+
+
+def test_table_builds_each_source_once_and_on_demand() -> None:
+    text = SourceTable(
+        Source.from_metadata(f"t{i}", _meta(f"t{i}", line=i + 1)) for i in range(3)
+    ).dumps()
+    loaded, _ = SourceTable.loads(text)
+    assert [loaded.id_of(i) for i in range(3)] == ["t0", "t1", "t2"]
+    assert dict(loaded.metadata_of(1)) == _meta("t1", line=2)
+    assert not any(loaded._sources)  # ids and metadata only, until a Source is asked for
+    source = loaded[1]
+    assert source == Source.from_metadata("t1", _meta("t1", line=2))
+    assert loaded[1] is source and loaded.by_id("t1") is source
+    assert (source.file, source.line) == ("/m.py", 2)
+
+
+def test_collect_sources_keeps_sources_of_a_stored_table() -> None:
+    built = Source.from_metadata("t0", _meta("t0"))
+    table, ids = collect_sources(
+        {}, [("n0", {"modelprov.sources": '["t0"]'})], stored_table=SourceTable([built])
+    )
+    assert ids == [["t0"]] and table[0] is built
