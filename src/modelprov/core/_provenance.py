@@ -72,7 +72,7 @@ class Provenance:
         table, node_ids = collect_sources(
             dict(model.metadata_props),
             [
-                (node_label(node, position), node.metadata_props)
+                (node.name or f"{node.op_type}@{position}", node.metadata_props)  # node_label
                 for position, node in enumerate(nodes)
             ],
         )
@@ -107,8 +107,11 @@ class Provenance:
         """Every node output's sources: its explicit ``output_of`` (which also counts on a
         node with several sources), else the rule of ``derived_value_sources``."""
         result: dict[ir.Value, frozenset[int]] = {}
-        derived = self._derived(nodes, graphs)
+        graph_outputs = {value for graph in graphs for value in graph.outputs}
+        node_sources = self.node_sources
+        empty: frozenset[int] = frozenset()
         for node in nodes:
+            own = node_sources.get(node, empty)
             for value in node.outputs:
                 explicit = value.metadata_props.get(OUTPUT_OF_KEY)
                 if explicit is not None:
@@ -116,8 +119,11 @@ class Provenance:
                     result[value] = frozenset(
                         self.table.index_of(i) for i in ids if i in self.table
                     )
-                elif value in derived:
-                    result[value] = derived[value]
+                elif len(own) == 1:  # the rule of _derived, in the same pass
+                    leaves = value in graph_outputs or any(
+                        not own <= node_sources.get(use.node, empty) for use in value.uses()
+                    )
+                    result[value] = own if leaves else empty
         return result
 
     def derived_value_sources(
