@@ -208,6 +208,17 @@ def load_model(path: str | os.PathLike[str], *, load_weights: bool = False) -> i
 
 def model_from_proto(proto: onnx.ModelProto, path: str | os.PathLike[str]) -> ir.Model:
     """``proto`` as an onnx_ir.Model whose external tensors are read beside ``path``."""
+    from modelprov._proto_check import is_plain_and_valid, read_proto
+
+    base_dir = os.path.dirname(os.path.abspath(path))
+    if is_plain_and_valid(proto):
+        # Checked in one walk: no repeated key to merge, no subgraph, and only
+        # initializers can be external tensors.
+        model = read_proto(proto, os.fspath(path), check=False)
+        for value in model.graph.initializers.values():
+            if isinstance(value.const_value, ir.ExternalTensor):
+                value.const_value.base_dir = base_dir
+        return model
     from modelprov.onnx._duplicates import has_duplicate_keys, merge_duplicate_keys
 
     if has_duplicate_keys(proto):  # the proto is the caller's: merge in a copy
@@ -215,10 +226,8 @@ def model_from_proto(proto: onnx.ModelProto, path: str | os.PathLike[str]) -> ir
         copy.CopyFrom(proto)
         merge_duplicate_keys(copy)
         proto = copy
-    from modelprov._proto_check import read_proto
-
     model = read_proto(proto, os.fspath(path))
-    ir.external_data.set_base_dir(model.graph, os.path.dirname(os.path.abspath(path)))
+    ir.external_data.set_base_dir(model.graph, base_dir)
     return model
 
 
