@@ -18,12 +18,14 @@ import os
 import re
 import secrets
 import shutil
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import BinaryIO
 
 import onnx
 import onnx_ir as ir
 from google.protobuf.message import DecodeError
 
+from modelprov._proto_write import write_message
 from modelprov.errors import InvalidModelError, OutputError, UsageError
 
 __all__ = [
@@ -343,11 +345,16 @@ def _temporary_beside(path: str, suffix: str = "") -> Iterator[str]:
 
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     """Writes ``data`` to ``path`` atomically."""
+    _atomic_write(path, lambda stream: stream.write(data))
+
+
+def _atomic_write(path: str | os.PathLike[str], write: Callable[[BinaryIO], object]) -> None:
+    """Writes to ``path`` atomically what ``write`` writes to the stream it is given."""
     name = os.fspath(path)
     with _temporary_beside(name) as temporary:
         try:
             with open(temporary, "wb") as stream:
-                stream.write(data)
+                write(stream)
                 stream.flush()
                 os.fsync(stream.fileno())
             os.replace(temporary, name)
@@ -378,7 +385,9 @@ def save_model(
     if external_data is None:
         external_data = on_disk or size >= PROTOBUF_LIMIT // 2
     if not external_data:
-        atomic_write_bytes(name, ir.to_proto(model).SerializeToString())
+        proto = ir.to_proto(model)
+        # Written in pieces: the whole serialized model never sits beside the proto.
+        _atomic_write(name, lambda stream: write_message(proto, stream))
         return
     data_name = os.path.basename(name) + ".data"
     folder = os.path.dirname(os.path.abspath(name))
