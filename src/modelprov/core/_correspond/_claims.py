@@ -87,7 +87,14 @@ def assign_claims(before: Snapshot, after_nodes: list[ir.Node], matching: Matchi
                 reads.update(known_reads[upstream])
         known_reads[node] = reads
 
+    stops_cache: dict[ir.Node, set[ir.Value]] = {}
+
     def stops_of(node: ir.Node) -> set[ir.Value]:
+        """The old values above which ``node`` computes nothing (read only by callers; a
+        node producing many replaced values asks once)."""
+        cached = stops_cache.get(node)
+        if cached is not None:
+            return cached
         stops: set[ir.Value] = set(known_reads.get(node, ()))
         for value in node.inputs:
             if value is not None:
@@ -95,6 +102,7 @@ def assign_claims(before: Snapshot, after_nodes: list[ir.Node], matching: Matchi
         old = old_of.get(node)
         if old is not None:
             stops.update(v for v in before.inputs[old] if v is not None)
+        stops_cache[node] = stops
         return stops
 
     absorbed: dict[ir.Node, set[ir.Node]] = {}
@@ -118,6 +126,10 @@ def assign_claims(before: Snapshot, after_nodes: list[ir.Node], matching: Matchi
     # A value without producer (folded constant, graph input) took old values' places:
     # each reader absorbs what computed the old value it (or what it absorbed) read.
     for new_value, olds in producerless:
+        # A folded constant can stand for many old values: which of them a reader read
+        # is looked up from the (few) values it read, in the order of ``olds``.
+        position = {old: index for index, old in enumerate(olds)}
+        unique = len(position) == len(olds)
         for consumer in consumers_now.get(new_value, ()):
             old_consumer = old_of.get(consumer)
             if old_consumer is not None:
@@ -131,7 +143,10 @@ def assign_claims(before: Snapshot, after_nodes: list[ir.Node], matching: Matchi
                 }
             # A new reader that took over removed nodes claims only what they read; one
             # without claims of its own may have taken over any of the old readers.
-            entries = [old for old in olds if old in read]
+            if unique and len(read) < len(olds):
+                entries = sorted((v for v in read if v in position), key=position.__getitem__)
+            else:
+                entries = [old for old in olds if old in read]
             if old_consumer is None and not absorbed.get(consumer):
                 entries = list(olds)
             stops = stops_of(consumer) - set(entries)
