@@ -250,6 +250,8 @@ def check_proto(proto: onnx.ModelProto, where: str, *, metadata: bool = True) ->
     """Raises a ModelprovError naming ``where`` and the place when the model holds text
     that is not UTF-8 (metadata included when ``metadata``) or its main graph's dataflow is
     broken (an input no one produces, a value produced twice)."""
+    if is_plain_and_valid(proto):  # one walk for the common case
+        return
     if not _graph_clean(proto.graph, metadata):
         for problem in text_problems(proto, metadata=metadata):
             raise MetadataError(f"{where}: {problem}; {_REPAIR}")
