@@ -56,21 +56,28 @@ def _walk(graph: ir.Graph, nodes: list[ir.Node], subgraphs: list[ir.Graph]) -> N
     """Appends the nodes of ``graph`` and its subgraphs to ``nodes`` (each node before its
     subgraphs' nodes) and its subgraphs to ``subgraphs`` (a node's all at once, when the
     walk reaches it)."""
+    append = nodes.append
     for node in graph:
-        nodes.append(node)
-        if not node.attributes:
+        append(node)
+        attributes = node.attributes
+        if not attributes:
             continue
         inner: list[ir.Graph] = []
-        for attribute in node.attributes.values():
-            if attribute.is_ref():
-                continue
-            if attribute.type == ir.AttributeType.GRAPH:
-                inner.append(attribute.as_graph())
-            elif attribute.type == ir.AttributeType.GRAPHS:
+        for attribute in attributes.values():
+            kind = attribute.type
+            if kind == _GRAPH:
+                if not attribute.is_ref():
+                    inner.append(attribute.as_graph())
+            elif kind == _GRAPHS and not attribute.is_ref():
                 inner.extend(attribute.as_graphs())
-        subgraphs.extend(inner)
-        for subgraph in inner:
-            _walk(subgraph, nodes, subgraphs)
+        if inner:
+            subgraphs.extend(inner)
+            for subgraph in inner:
+                _walk(subgraph, nodes, subgraphs)
+
+
+_GRAPH = ir.AttributeType.GRAPH
+_GRAPHS = ir.AttributeType.GRAPHS
 
 
 @dataclasses.dataclass
