@@ -269,3 +269,47 @@ def test_export_stablehlo_scopes_keys_as_the_file_says(tmp_path: pathlib.Path) -
     assert sorted(carrying[0]) == ["3", "5"]  # the two layers' outputs
     assert len(carrying[1]) > 50 and set(carrying[1]) == {"3", "5"}
     assert len(by_file.ops) == len(by_default.ops)
+
+
+def test_policies_command_writes_the_defaults_as_a_file_that_reads_back(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from modelprov.cli import main
+
+    assert main(["policies"]) == 0
+    assert policy.parse_policies(capsys.readouterr().out) == policy.DEFAULT_POLICIES
+    assert main(["policies", "--full"]) == 0
+    full = json.loads(capsys.readouterr().out)
+    assert full["base"] == "none" and full["keys"]["custom.max"] == "from_output"
+    assert policy.parse_policies(full) == policy.DEFAULT_POLICIES
+
+
+def test_policies_command_says_which_entry_decides_a_key(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from modelprov.cli import main
+
+    rules = _write(tmp_path, "team.json", TEAM_RULES)
+    keys = ("custom.max", "team", "unknown.key")
+    argv = ["policies", rules, "--json", *(part for key in keys for part in ("--key", key))]
+    assert main(argv) == 0
+    decided = json.loads(capsys.readouterr().out)
+    file_policies = load_policies(rules)
+    for key in keys:
+        assert decided[key]["entry"] == file_policies.deciding_entry(key)
+    assert decided["unknown.key"] == {"policy": "union", "entry": None, "value_scoped": False}
+    assert decided["custom.max"]["value_scoped"] is False  # the file makes it max over sources
+    assert main(["policies", rules, "--key", "custom.max"]) == 0
+    assert capsys.readouterr().out.startswith("custom.max: max (module-scoped; from entry")
+
+
+def test_policies_command_refuses_a_bad_file_in_one_line(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from modelprov.cli import main
+
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"format": "modelprov.policies", "version": 1, "keys": {"x": "maximum"}}')
+    assert main(["policies", str(bad)]) == 2
+    error = capsys.readouterr().err
+    assert str(bad) in error and "maximum" in error and "Traceback" not in error

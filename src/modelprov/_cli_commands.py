@@ -461,6 +461,35 @@ def _cmd_quantize(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_policies(args: argparse.Namespace) -> int:
+    from modelprov.core._policy_file import dump_policies, policy_json
+    from modelprov.core.policy import DEFAULT_POLICIES
+
+    policies = args.file if args.file is not None else DEFAULT_POLICIES
+    if not args.key:
+        sys.stdout.write(dump_policies(policies, full=args.full))
+        return EXIT_OK
+    decided: dict[str, dict[str, Any]] = {}
+    for key in args.key:
+        entry = policies.deciding_entry(key)
+        chosen = policies.resolve(key)
+        decided[key] = {
+            "policy": policy_json(chosen, f"key {key!r}"),
+            "entry": entry,
+            "value_scoped": policies.is_value_scoped(key),
+        }
+    if args.json:
+        print(json.dumps(decided, indent=2, ensure_ascii=False))
+        return EXIT_OK
+    for key, found in decided.items():
+        policy = found["policy"]
+        shown = policy if isinstance(policy, str) else json.dumps(policy, ensure_ascii=False)
+        scope = "value-scoped" if found["value_scoped"] else "module-scoped"
+        origin = f"entry {found['entry']!r}" if found["entry"] is not None else "the default"
+        print(f"{key}: {shown} ({scope}; from {origin})")
+    return EXIT_OK
+
+
 def _cmd_report(args: argparse.Namespace) -> int:
     from modelprov.report import write_report
 
@@ -755,6 +784,37 @@ COMMANDS: tuple[Command, ...] = (
                 help="folder for the demo models (default: a temp folder)",
             ),
         ),
+    ),
+    Command(
+        "policies",
+        "show merge policies: the defaults or a policies file, or which policy a key gets",
+        _cmd_policies,
+        (
+            argument(
+                "file",
+                nargs="?",
+                type=_policies_file,
+                metavar="FILE.json",
+                help="a policies file to check and show (default: DEFAULT_POLICIES)",
+            ),
+            argument(
+                "--key",
+                action="append",
+                metavar="KEY",
+                help="print the policy KEY gets and the entry that decides it (repeatable)",
+            ),
+            argument(
+                "--full",
+                action="store_true",
+                help="write every entry, defaults included (a file to start from)",
+            ),
+            argument("--json", action="store_true", help="with --key: print JSON"),
+        ),
+        description="Without --key, prints the policies as a policies file (JSON, format "
+        "modelprov.policies, docs/metadata-format.md) that --policies reads back: the keys a "
+        "file changes over DEFAULT_POLICIES, or every entry with --full. With --key, prints "
+        "for each key its policy, whether it follows tensors (value-scoped) or operations, "
+        "and the exact key or glob that decides it.",
     ),
     Command(
         "report",

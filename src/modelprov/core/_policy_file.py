@@ -24,6 +24,7 @@ __all__ = [
     "dump_policies",
     "load_policies",
     "parse_policies",
+    "policy_json",
 ]
 
 POLICIES_VERSION = 1
@@ -129,12 +130,13 @@ def parse_policies(
     return Policies({**base, **entries}, default=default)
 
 
-def dump_policies(policies: Policies) -> str:
+def dump_policies(policies: Policies, *, full: bool = False) -> str:
     """``policies`` as a policies file (JSON text) that :func:`parse_policies` reads back equal.
 
     Policies made from DEFAULT_POLICIES (``DEFAULT_POLICIES | {...}``) are written as the
-    keys that differ from it; others in full (``"base": "none"``). Raises PolicyError naming
-    the key of a policy that is not a built-in (a Python callable cannot be written).
+    keys that differ from it unless ``full``; others in full (``"base": "none"``). Raises
+    PolicyError naming the key of a policy that is not a built-in (a Python callable cannot
+    be written).
     """
     changed = {
         key: value
@@ -142,7 +144,7 @@ def dump_policies(policies: Policies) -> str:
         if key not in DEFAULT_POLICIES or DEFAULT_POLICIES[key] != value
     }
     layered = {**DEFAULT_POLICIES, **changed}
-    if list(layered.items()) == list(policies.items()):
+    if not full and list(layered.items()) == list(policies.items()):
         base, written = "defaults", changed
     else:
         base, written = "none", dict(policies)
@@ -150,8 +152,8 @@ def dump_policies(policies: Policies) -> str:
         "format": POLICIES_FORMAT,
         "version": POLICIES_VERSION,
         "base": base,
-        "default": _dump_policy(policies.default, "the default policy"),
-        "keys": {key: _dump_policy(value, f"key {key!r}") for key, value in written.items()},
+        "default": policy_json(policies.default, "the default policy"),
+        "keys": {key: policy_json(value, f"key {key!r}") for key, value in written.items()},
     }
     return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
 
@@ -263,7 +265,9 @@ def _parse_policy(spec: Any, where: str, *, inside: str | None = None) -> Policy
     return _PLAIN[name]
 
 
-def _dump_policy(value: Policy, what: str) -> str | dict[str, Any]:
+def policy_json(value: Policy, what: str) -> str | dict[str, Any]:
+    """One policy as a policies file writes it (a name, or an object with its options);
+    PolicyError (naming ``what``) for a policy that is not a built-in."""
     spec = getattr(value, "spec", None)
     if spec is None:
         raise PolicyError(

@@ -430,7 +430,7 @@ class Policies(Mapping[str, Policy]):
     ``a | b`` combines, ``b`` winning; ``b`` may be a Policies or a plain dict.
     """
 
-    __slots__ = ("_default", "_entries")
+    __slots__ = ("_default", "_entries", "_resolved")
 
     def __init__(
         self, mapping: Mapping[str, Policy] | None = None, *, default: Policy | None = None
@@ -447,6 +447,7 @@ class Policies(Mapping[str, Policy]):
             entries[key] = policy
         self._entries = entries
         self._default: Policy = default if default is not None else union
+        self._resolved: dict[str, Policy] = {}  # immutable: each key resolves once
 
     @property
     def default(self) -> Policy:
@@ -478,16 +479,25 @@ class Policies(Mapping[str, Policy]):
 
     def resolve(self, key: str) -> Policy:
         """The policy that applies to ``key``."""
-        exact = self._entries.get(key)
-        if exact is not None and not _is_glob(key):
-            return exact
-        best: tuple[int, int, Policy] | None = None
-        for order, (pattern, policy) in enumerate(self._entries.items()):
+        found = self._resolved.get(key)
+        if found is None:
+            entry = self.deciding_entry(key)
+            found = self._entries[entry] if entry is not None else self._default
+            self._resolved[key] = found
+        return found
+
+    def deciding_entry(self, key: str) -> str | None:
+        """The entry (``key`` itself or the glob) whose policy applies to ``key``; None
+        when the default does."""
+        if key in self._entries and not _is_glob(key):
+            return key
+        best: tuple[int, int, str] | None = None
+        for order, pattern in enumerate(self._entries):
             if _is_glob(pattern) and fnmatch.fnmatchcase(key, pattern):
-                rank = (_specificity(pattern), order, policy)
+                rank = (_specificity(pattern), order, pattern)
                 if best is None or rank[:2] > best[:2]:
                     best = rank
-        return best[2] if best is not None else self._default
+        return best[2] if best is not None else None
 
     def is_value_scoped(self, key: str) -> bool:
         """True when ``key`` follows tensors (its policy is ``from_output`` or declared so)."""
@@ -556,9 +566,10 @@ def parse_policies(
     return _policy_file.parse_policies(document, where=where)
 
 
-def dump_policies(policies: Policies) -> str:
+def dump_policies(policies: Policies, *, full: bool = False) -> str:
     """``policies`` as a policies file (JSON text) that :func:`load_policies` reads back
-    equal; only built-in policies can be written (PolicyError names a key that is not)."""
+    equal; only built-in policies can be written (PolicyError names a key that is not).
+    With ``full`` every entry is written (``"base": "none"``), defaults included."""
     from modelprov.core import _policy_file
 
-    return _policy_file.dump_policies(policies)
+    return _policy_file.dump_policies(policies, full=full)

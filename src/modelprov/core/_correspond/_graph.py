@@ -25,6 +25,8 @@ METADATA_READERS = frozenset({"Shape", "Size"})
 ``CastLike`` reads only the dtype of its second input."""
 
 _SUBGRAPH_OPS = frozenset({"If", "Loop", "Scan"})
+_GRAPH = ir.AttributeType.GRAPH
+_GRAPH_KINDS = (_GRAPH, ir.AttributeType.GRAPHS)
 
 
 def data_inputs(node: ir.Node, inputs: Iterable[ir.Value | None]) -> list[ir.Value]:
@@ -56,28 +58,25 @@ def _walk(graph: ir.Graph, nodes: list[ir.Node], subgraphs: list[ir.Graph]) -> N
     """Appends the nodes of ``graph`` and its subgraphs to ``nodes`` (each node before its
     subgraphs' nodes) and its subgraphs to ``subgraphs`` (a node's all at once, when the
     walk reaches it)."""
-    append = nodes.append
     for node in graph:
-        append(node)
+        nodes.append(node)
+        # ``Attributes`` is a UserDict: its ``data`` dict is read without per-item calls.
         attributes = node.attributes
+        attributes = getattr(attributes, "data", attributes)
         if not attributes:
             continue
         inner: list[ir.Graph] = []
         for attribute in attributes.values():
             kind = attribute.type
+            if kind not in _GRAPH_KINDS or attribute.is_ref():
+                continue
             if kind == _GRAPH:
-                if not attribute.is_ref():
-                    inner.append(attribute.as_graph())
-            elif kind == _GRAPHS and not attribute.is_ref():
+                inner.append(attribute.as_graph())
+            else:
                 inner.extend(attribute.as_graphs())
-        if inner:
-            subgraphs.extend(inner)
-            for subgraph in inner:
-                _walk(subgraph, nodes, subgraphs)
-
-
-_GRAPH = ir.AttributeType.GRAPH
-_GRAPHS = ir.AttributeType.GRAPHS
+        subgraphs.extend(inner)
+        for subgraph in inner:
+            _walk(subgraph, nodes, subgraphs)
 
 
 @dataclasses.dataclass
@@ -96,11 +95,12 @@ class Snapshot:
     @classmethod
     def of(cls, graph: ir.Graph) -> Snapshot:
         """Takes a snapshot of ``graph`` and all its subgraphs."""
-        nodes = all_nodes(graph)
+        nodes: list[ir.Node] = []
+        graphs = [graph]
+        _walk(graph, nodes, graphs)  # all_nodes and all_graphs in one walk
         inputs = {node: tuple(node.inputs) for node in nodes}
         outputs = {node: tuple(node.outputs) for node in nodes}
         producer = {value: node for node in nodes for value in node.outputs}
-        graphs = all_graphs(graph)
         boundary: set[ir.Value] = set()
         for each in graphs:
             boundary.update(each.inputs)
