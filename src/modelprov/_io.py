@@ -18,12 +18,14 @@ import os
 import re
 import secrets
 import shutil
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import BinaryIO
 
 import onnx
 import onnx_ir as ir
 from google.protobuf.message import DecodeError
 
+from modelprov._proto_write import write_message
 from modelprov.errors import InvalidModelError, OutputError, UsageError
 
 __all__ = [
@@ -208,6 +210,17 @@ def load_model(path: str | os.PathLike[str], *, load_weights: bool = False) -> i
 
 def model_from_proto(proto: onnx.ModelProto, path: str | os.PathLike[str]) -> ir.Model:
     """``proto`` as an onnx_ir.Model whose external tensors are read beside ``path``."""
+    from modelprov._proto_check import is_plain_and_valid, read_proto
+
+    base_dir = os.path.dirname(os.path.abspath(path))
+    if is_plain_and_valid(proto):
+        # Checked in one walk: no repeated key to merge, no subgraph, and only
+        # initializers can be external tensors.
+        model = read_proto(proto, os.fspath(path), check=False)
+        for value in model.graph.initializers.values():
+            if isinstance(value.const_value, ir.ExternalTensor):
+                value.const_value.base_dir = base_dir
+        return model
     from modelprov.onnx._duplicates import has_duplicate_keys, merge_duplicate_keys
 
     if has_duplicate_keys(proto):  # the proto is the caller's: merge in a copy
@@ -215,10 +228,8 @@ def model_from_proto(proto: onnx.ModelProto, path: str | os.PathLike[str]) -> ir
         copy.CopyFrom(proto)
         merge_duplicate_keys(copy)
         proto = copy
-    from modelprov._proto_check import read_proto
-
     model = read_proto(proto, os.fspath(path))
-    ir.external_data.set_base_dir(model.graph, os.path.dirname(os.path.abspath(path)))
+    ir.external_data.set_base_dir(model.graph, base_dir)
     return model
 
 
@@ -334,11 +345,16 @@ def _temporary_beside(path: str, suffix: str = "") -> Iterator[str]:
 
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     """Writes ``data`` to ``path`` atomically."""
+    _atomic_write(path, lambda stream: stream.write(data))
+
+
+def _atomic_write(path: str | os.PathLike[str], write: Callable[[BinaryIO], object]) -> None:
+    """Writes to ``path`` atomically what ``write`` writes to the stream it is given."""
     name = os.fspath(path)
     with _temporary_beside(name) as temporary:
         try:
             with open(temporary, "wb") as stream:
-                stream.write(data)
+                write(stream)
                 stream.flush()
                 os.fsync(stream.fileno())
             os.replace(temporary, name)
@@ -369,7 +385,9 @@ def save_model(
     if external_data is None:
         external_data = on_disk or size >= PROTOBUF_LIMIT // 2
     if not external_data:
-        atomic_write_bytes(name, ir.to_proto(model).SerializeToString())
+        proto = ir.to_proto(model)
+        # Written in pieces: the whole serialized model never sits beside the proto.
+        _atomic_write(name, lambda stream: write_message(proto, stream))
         return
     data_name = os.path.basename(name) + ".data"
     folder = os.path.dirname(os.path.abspath(name))

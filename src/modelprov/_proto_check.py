@@ -15,7 +15,7 @@ import onnx_ir as ir
 
 from modelprov.errors import InvalidModelError, MetadataError
 
-__all__ = ["check_proto", "read_proto", "text_problems"]
+__all__ = ["check_proto", "is_plain_and_valid", "read_proto", "text_problems"]
 
 _REPAIR = "fix it, or run modelprov recover, which replaces invalid metadata text"
 
@@ -169,10 +169,89 @@ def _node_clean(node: onnx.NodeProto, metadata: bool) -> bool:
     return True
 
 
+def _entries_clean_once(entries: Iterable[onnx.StringStringEntryProto]) -> bool:
+    """UTF-8 keys and values, no key twice."""
+    keys: set[object] = set()
+    for entry in entries:
+        key = entry.key
+        if type(key) is not str or type(entry.value) is not str or key in keys:
+            return False
+        keys.add(key)
+    return True
+
+
+def _main_graph_plain(graph: onnx.GraphProto) -> bool:
+    """One walk over the main graph for what :func:`check_proto` and the duplicate-key scan
+    read: UTF-8 text, no metadata key twice, no subgraph, no attribute tensor stored
+    outside the file, and a dataflow without an undefined input or a value defined twice."""
+    if not _texts_clean((graph.name, graph.doc_string)):
+        return False
+    defined = {value.name for value in graph.input}
+    defined.update(tensor.name for tensor in graph.initializer)
+    if graph.sparse_initializer:
+        return False
+    if not _texts_clean(defined):
+        return False
+    external = onnx.TensorProto.EXTERNAL
+    for node in graph.node:
+        if type(node.name) is not str or type(node.op_type) is not str:
+            return False
+        if type(node.domain) is not str or type(node.doc_string) is not str:
+            return False
+        for name in node.input:
+            if type(name) is not str or (name and name not in defined):
+                return False
+        for name in node.output:
+            if type(name) is not str or (name and name in defined):
+                return False
+            defined.add(name)
+        metadata = node.metadata_props
+        if metadata and not _entries_clean_once(metadata):
+            return False
+        for attribute in node.attribute:
+            if type(attribute.name) is not str:
+                return False
+            if attribute.HasField("g") or attribute.graphs:
+                return False
+            if attribute.HasField("t") and attribute.t.data_location == external:
+                return False
+            if any(tensor.data_location == external for tensor in attribute.tensors):
+                return False
+    for infos in (graph.input, graph.output, graph.value_info):
+        for info in infos:
+            if type(info.name) is not str or type(info.doc_string) is not str:
+                return False
+            if info.metadata_props and not _entries_clean_once(info.metadata_props):
+                return False
+    return all(output.name in defined for output in graph.output)
+
+
+def is_plain_and_valid(proto: onnx.ModelProto) -> bool:
+    """True when the model passes :func:`check_proto`, names no metadata key twice
+    anywhere, has no subgraph in its main graph and stores no main-graph attribute tensor
+    outside the file: read in one walk over the main graph. False says only that the full
+    checks must run (they find and describe the problem, if there is one)."""
+    if not _main_graph_plain(proto.graph):
+        return False
+    if not _entries_clean_once(proto.metadata_props):
+        return False
+    for function in proto.functions:
+        if not _entries_clean_once(function.metadata_props):
+            return False
+        for node in function.node:
+            if node.metadata_props and not _entries_clean_once(node.metadata_props):
+                return False
+            if any(a.HasField("g") or a.graphs for a in node.attribute):
+                return False
+    return not any(_model_text_problems(proto, metadata=True))
+
+
 def check_proto(proto: onnx.ModelProto, where: str, *, metadata: bool = True) -> None:
     """Raises a ModelprovError naming ``where`` and the place when the model holds text
     that is not UTF-8 (metadata included when ``metadata``) or its main graph's dataflow is
     broken (an input no one produces, a value produced twice)."""
+    if is_plain_and_valid(proto):  # one walk for the common case
+        return
     if not _graph_clean(proto.graph, metadata):
         for problem in text_problems(proto, metadata=metadata):
             raise MetadataError(f"{where}: {problem}; {_REPAIR}")

@@ -13,7 +13,8 @@ Removed nodes nobody claims were dead: their computation no longer exists.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 
 import onnx_ir as ir
 
@@ -46,9 +47,7 @@ def assign_claims(before: Snapshot, after_nodes: list[ir.Node], matching: Matchi
 
     fallback: dict[ir.Node, set[ir.Node]] = {}
 
-    def region(
-        entries: Iterable[ir.Value], stops: set[ir.Value], *, loose: bool = False
-    ) -> set[ir.Node]:
+    def region(entries: Iterable[ir.Value], stops: _Stops, *, loose: bool = False) -> set[ir.Node]:
         """Removed nodes from ``entries`` back to ``stops``; ``loose`` also reads through
         the input of a Shape or Size (what a fold of it does not compute)."""
         claimed: set[ir.Node] = set()
@@ -87,15 +86,30 @@ def assign_claims(before: Snapshot, after_nodes: list[ir.Node], matching: Matchi
                 reads.update(known_reads[upstream])
         known_reads[node] = reads
 
-    def stops_of(node: ir.Node) -> set[ir.Value]:
-        stops: set[ir.Value] = set(known_reads.get(node, ()))
+    equivalents: dict[ir.Value, frozenset[ir.Value]] = {}
+
+    def old_equivalent_set(value: ir.Value) -> frozenset[ir.Value]:
+        found = equivalents.get(value)
+        if found is None:
+            found = equivalents[value] = frozenset(old_equivalents(value))
+        return found
+
+    def stops_of(node: ir.Node) -> _Stops:
+        """The old values above which ``node`` computes nothing: a union of sets shared
+        with other nodes (a folded constant's old values can number thousands)."""
+        sets: list[Container[ir.Value]] = []
+        reads = known_reads.get(node)
+        if reads:
+            sets.append(reads)
         for value in node.inputs:
             if value is not None:
-                stops.update(old_equivalents(value))
+                olds = old_equivalent_set(value)
+                if olds:
+                    sets.append(olds)
         old = old_of.get(node)
         if old is not None:
-            stops.update(v for v in before.inputs[old] if v is not None)
-        return stops
+            sets.append({v for v in before.inputs[old] if v is not None})
+        return _Stops(sets)
 
     absorbed: dict[ir.Node, set[ir.Node]] = {}
     produced: dict[ir.Node, set[ir.Node]] = {}
@@ -118,6 +132,10 @@ def assign_claims(before: Snapshot, after_nodes: list[ir.Node], matching: Matchi
     # A value without producer (folded constant, graph input) took old values' places:
     # each reader absorbs what computed the old value it (or what it absorbed) read.
     for new_value, olds in producerless:
+        # A folded constant can stand for many old values: which of them a reader read
+        # is looked up from the (few) values it read, in the order of ``olds``.
+        position = {old: index for index, old in enumerate(olds)}
+        unique = len(position) == len(olds)
         for consumer in consumers_now.get(new_value, ()):
             old_consumer = old_of.get(consumer)
             if old_consumer is not None:
@@ -131,10 +149,13 @@ def assign_claims(before: Snapshot, after_nodes: list[ir.Node], matching: Matchi
                 }
             # A new reader that took over removed nodes claims only what they read; one
             # without claims of its own may have taken over any of the old readers.
-            entries = [old for old in olds if old in read]
+            if unique and len(read) < len(olds):
+                entries = sorted((v for v in read if v in position), key=position.__getitem__)
+            else:
+                entries = [old for old in olds if old in read]
             if old_consumer is None and not absorbed.get(consumer):
                 entries = list(olds)
-            stops = stops_of(consumer) - set(entries)
+            stops = stops_of(consumer).without(entries)
             claim = region(entries, stops)
             if claim:
                 absorbed.setdefault(consumer, set()).update(claim)
@@ -171,6 +192,30 @@ def assign_claims(before: Snapshot, after_nodes: list[ir.Node], matching: Matchi
         eliminated=eliminated,
         unanchored=unanchored,
     )
+
+
+class _Stops:
+    """Old values a claim walk stops at: the union of ``sets``, minus ``excluded``."""
+
+    __slots__ = ("_excluded", "_sets")
+
+    def __init__(
+        self, sets: Sequence[Container[ir.Value]], excluded: AbstractSet[ir.Value] = frozenset()
+    ) -> None:
+        self._sets = sets
+        self._excluded = excluded
+
+    def __contains__(self, value: ir.Value) -> bool:
+        if value in self._excluded:
+            return False
+        return any(value in each for each in self._sets)
+
+    def without(self, values: Iterable[ir.Value]) -> _Stops:
+        """These stops minus ``values``."""
+        excluded = set(values)
+        if excluded:
+            return _Stops(self._sets, excluded | self._excluded)
+        return self
 
 
 def _share_within_clusters(
