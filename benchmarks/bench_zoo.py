@@ -32,6 +32,7 @@ import torch
 
 import modelprov
 from modelprov.onnx import _tools
+from tests._call_checks import check_calls, inline_mismatches
 from tests._regions import check_regions
 
 Builder = Callable[[], tuple[torch.nn.Module, tuple[torch.Tensor, ...]]]
@@ -264,8 +265,59 @@ def _row(
         "shared": len(regions.shared_constants),
         "recall_only": len(regions.kept_for_recall),
         "seconds": seconds,
-        "examples": regions.violations[:3],
+        "wrong": 0,
+        "examples": [f"{node}: {source}" for node, source in regions.violations[:3]],
     }
+
+
+def _functionize_rows(
+    name: str, base: ir.Model, optimized: ir.Model, inputs: list[np.ndarray]
+) -> list[dict[str, Any]]:
+    """functionize at both levels (calls checked against their inlined bodies and
+    find_calls), then inline of each, node by node against the optimized model."""
+    rows = []
+    for level in ("aten", "module"):
+        started = time.perf_counter()
+        functionized = modelprov.functionize(optimized, level=level)  # type: ignore[call-overload]
+        seconds = time.perf_counter() - started
+        calls = check_calls(optimized, functionized, inputs)
+        wrong = [f"{label}: {sorted(c)} vs {sorted(d)}" for label, c, d in calls.wrong_claims]
+        row = _row(name, f"functionize/{level}", base, optimized, functionized, inputs, seconds)
+        row["wrong"] = len(wrong) + len(calls.wrong_find_calls)
+        row["examples"] += (wrong + calls.wrong_find_calls)[:3]
+        rows.append(row)
+        _print(row)
+        started = time.perf_counter()
+        inlined = modelprov.inline(functionized)
+        seconds = time.perf_counter() - started
+        row = _row(name, f"inline/{level}", base, optimized, inlined, inputs, seconds)
+        mismatches = inline_mismatches(optimized, inlined, inputs)
+        row["wrong"] = len(mismatches)
+        row["examples"] += mismatches[:3]
+        rows.append(row)
+        _print(row)
+    return rows
+
+
+def _ort_fusions_row(
+    name: str, base: ir.Model, optimized: ir.Model, inputs: list[np.ndarray]
+) -> dict[str, Any]:
+    """recover after onnxscript's optimize_for_ort (metadata cleared) on the optimized model.
+
+    optimize_for_ort changes the model it is given, so it gets its own deserialized copy
+    and recover reads another one."""
+    from onnxscript.rewriter.ort_fusions import optimize_for_ort
+
+    data = ir.to_proto(optimized).SerializeToString()
+    fused, _counts = optimize_for_ort(
+        ir.from_proto(onnx.load_from_string(data)), clear_metadata=True
+    )
+    started = time.perf_counter()
+    recovered = modelprov.recover(onnx.load_from_string(data), ir.to_proto(fused))
+    seconds = time.perf_counter() - started
+    return _row(
+        name, "recover/ort-fusions", base, optimized, ir.from_proto(recovered), inputs, seconds
+    )
 
 
 def sweep(models: list[str], tools: list[str], cache: str) -> list[dict[str, Any]]:
@@ -283,8 +335,12 @@ def sweep(models: list[str], tools: list[str], cache: str) -> list[dict[str, Any
             _row(name, "optimize", base, base, optimized, inputs, time.perf_counter() - started)
         )
         _print(rows[-1])
+        rows.extend(_functionize_rows(name, base, optimized, inputs))
         original = ir.to_proto(optimized)
-        for tool in tools:
+        if "ort-fusions" in tools:
+            rows.append(_ort_fusions_row(name, base, optimized, inputs))
+            _print(rows[-1])
+        for tool in (t for t in tools if t in TOOLS):
             runner, options = TOOLS[tool]
             output: onnx.ModelProto = _tools._RUNNERS[runner](original, **options)
             started = time.perf_counter()
@@ -307,25 +363,25 @@ def sweep(models: list[str], tools: list[str], cache: str) -> list[dict[str, Any
 
 _HEADER = (
     f"{'model':<16}{'step':<22}{'nodes':>6}{'fx':>6}{'lines':>6}{'mods':>6}"
-    f"{'out':>5}{'shared':>7}{'recall':>7}{'sec':>7}"
+    f"{'out':>5}{'wrong':>6}{'shared':>7}{'recall':>7}{'sec':>7}"
 )
 
 
 def _print(row: dict[str, Any]) -> None:
     print(
         f"{row['model']:<16}{row['step']:<22}{row['nodes']:>6}{row['fx']:>6.2f}"
-        f"{row['lines']:>6.2f}{row['modules']:>6.2f}{row['out_of_region']:>5}"
+        f"{row['lines']:>6.2f}{row['modules']:>6.2f}{row['out_of_region']:>5}{row['wrong']:>6}"
         f"{row['shared']:>7}{row['recall_only']:>7}{row['seconds']:>7.2f}",
         flush=True,
     )
     if row["examples"]:
-        print(f"{'':<16}out of region, e.g. {row['examples']}", flush=True)
+        print(f"{'':<16}out of region or wrong, e.g. {row['examples']}", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default=",".join(MODELS))
-    parser.add_argument("--tools", default=",".join(TOOLS))
+    parser.add_argument("--tools", default=",".join([*TOOLS, "ort-fusions"]))
     parser.add_argument(
         "--cache",
         default=os.path.join(os.path.expanduser("~"), ".cache", "modelprov", "zoo"),
@@ -335,18 +391,29 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("torch").setLevel(logging.ERROR)
     models = [m for m in args.models.split(",") if m]
     tools = [t for t in args.tools.split(",") if t]
-    unknown = [m for m in models if m not in MODELS] + [t for t in tools if t not in TOOLS]
+    unknown = [m for m in models if m not in MODELS] + [
+        t for t in tools if t not in TOOLS and t != "ort-fusions"
+    ]
     if unknown:
         parser.error(f"unknown model or tool: {', '.join(unknown)}")
     print(_HEADER)
     rows = sweep(models, tools, args.cache)
-    total_out = sum(row["out_of_region"] for row in rows)
+    for step in dict.fromkeys(row["step"] for row in rows):
+        _print_total(f"{step}:", [row for row in rows if row["step"] == step])
+    total_out, total_wrong, worst = _print_total("total:", rows)
+    return 0 if total_out == 0 and total_wrong == 0 and worst == 1.0 else 1
+
+
+def _print_total(title: str, rows: list[dict[str, Any]]) -> tuple[int, int, float]:
+    """Prints and returns out-of-region and wrong-claim counts and the lowest recall."""
+    out = sum(row["out_of_region"] for row in rows)
+    wrong = sum(row["wrong"] for row in rows)
     worst = min(min(row["fx"], row["lines"], row["modules"]) for row in rows)
     print(
-        f"total: out-of-region {total_out}, nodes claiming through shared constants "
-        f"{sum(row['shared'] for row in rows)}, lowest recall {worst:.2f}"
+        f"{title:<22} out-of-region {out}, wrong claims {wrong}, nodes claiming through "
+        f"shared constants {sum(row['shared'] for row in rows)}, lowest recall {worst:.2f}"
     )
-    return 0 if total_out == 0 and worst == 1.0 else 1
+    return out, wrong, worst
 
 
 if __name__ == "__main__":
