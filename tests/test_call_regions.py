@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import functools
 import json
+import warnings
 from typing import Literal
 
 import numpy as np
 import onnx_ir as ir
 import pytest
+import torch
+from torch import nn
 
 import modelprov
 from modelprov.core.keys import NODE_SOURCES_KEY
@@ -103,3 +106,54 @@ def test_sources_swapped_between_two_inlined_nodes_are_caught() -> None:
     second.metadata_props.update(first_meta)
     problems = inline_mismatches(base, back, _inputs("transformer_encoder"))
     assert len(problems) == 2, problems
+
+
+class _ChannelsLastNorm(nn.Module):  # type: ignore[misc]
+    """ConvNeXt's LayerNorm of channels-first input: permute, normalize, permute back."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(channels)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.norm(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+
+
+class _NormThenStage(nn.Module):  # type: ignore[misc]
+    """The same norm module at depth 1 and, later in the graph, at depth 2: functionize
+    makes the deeper call the function's body, so the first call inline meets has a record
+    (the ReLU keeps onnxscript from cancelling the transposes between the two norms)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm = _ChannelsLastNorm(4)
+        self.stage = nn.Sequential(_ChannelsLastNorm(4), nn.Conv2d(4, 4, 1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.stage(torch.relu(self.norm(x)))
+
+
+class _Wrapped(nn.Module):  # type: ignore[misc]
+    """One more level, so that every norm call is inside a function body."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.model = _NormThenStage()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.model(x)
+
+
+def test_inline_restores_a_body_whose_call_comes_after_a_recorded_call() -> None:
+    torch.manual_seed(0)
+    module = _Wrapped().eval()
+    x = torch.randn(1, 4, 5, 5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        program = torch.onnx.export(module, (x,), dynamo=True, optimize=False, verbose=False)
+    base = modelprov.optimize(program.model)
+    result = modelprov.functionize(base, level="module")
+    norms = [key for key in result.functions if key[1].startswith("_ChannelsLastNorm")]
+    assert len(norms) == 1
+    assert check_calls(base, result, [x.numpy()]).wrong_claims == []
+    assert inline_mismatches(base, modelprov.inline(result), [x.numpy()]) == []
