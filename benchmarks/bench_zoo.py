@@ -1,6 +1,6 @@
 """A zoo of small transformers architectures: is every claimed source one the node computes?
 
-Usage: python -m benchmarks.bench_zoo [--models bert,llama] [--tools onnxsim,ort-basic]
+Usage: python -m benchmarks.bench_zoo [--models bert,llama] [--tools onnxsim,ort-fusions]
                                       [--cache DIR]
 
 Each model (2 layers or stages, tiny widths, random weights, built from a transformers
@@ -9,9 +9,27 @@ then optimized with modelprov.optimize, and recovered after onnxsim, onnxslim,
 onnxoptimizer and onnxruntime (basic, extended) run on the optimized model. For each
 step it prints recall (FX nodes, source lines, module paths), the number of sources that lie
 outside their node's value region (tests/_regions.py: values, not names), the number of
-nodes claiming an operation only through a constant shared with it, the number of nodes
-marked as keeping a source for recall only, and the time of the modelprov step.
-Acceptance: out-of-region 0 everywhere, recall 1.00.
+wrong claims, the number of nodes claiming an operation only through a constant shared with
+it, the number of nodes marked as keeping a source for recall only, and the time of the
+modelprov step, then totals per step.
+
+More steps on the optimized model (what modelprov.export gives):
+- ``functionize/aten`` and ``functionize/module``: every call's sources in its region, and
+  equal to the union of the sources its inlined body gets, for the call and for each
+  ``find_calls`` result (tests/_call_checks.py; wrong = calls or find_calls results naming
+  other sources than they compute);
+- ``inline/aten`` and ``inline/module`` (inline of that output): every node matched by
+  values to an original node carries exactly that node's sources (wrong = nodes that do not);
+- ``recover/ort-fusions`` (``--tools ort-fusions``): onnxscript's
+  ``rewriter.ort_fusions.optimize_for_ort`` (clear_metadata=True; com.microsoft fusions such
+  as SkipLayerNormalization, MultiHeadAttention, RotaryEmbedding, BiasGelu), then recover.
+  Its output runs in onnxruntime's CPU provider at every optimization level (no special
+  session options). It renames initializer tensors of the model it is given, and the tensors
+  of ``onnx_ir.from_proto(proto)`` are views of ``proto``'s TensorProtos, so running it on
+  ``from_proto(original)`` renames ``original``'s initializers too (Llama: ``val_128`` becomes
+  ``val_0_2``, and a Slice reads a value nothing produces). It therefore gets its own
+  deserialized copy, and recover reads another.
+Acceptance: out-of-region 0 and wrong claims 0 everywhere, recall 1.00.
 """
 
 from __future__ import annotations
@@ -304,8 +322,8 @@ def _ort_fusions_row(
 ) -> dict[str, Any]:
     """recover after onnxscript's optimize_for_ort (metadata cleared) on the optimized model.
 
-    optimize_for_ort changes the model it is given, so it gets its own deserialized copy
-    and recover reads another one."""
+    optimize_for_ort renames the tensors of the model it is given (and so of a proto that
+    model was read from), so it gets its own deserialized copy and recover reads another."""
     from onnxscript.rewriter.ort_fusions import optimize_for_ort
 
     data = ir.to_proto(optimized).SerializeToString()
