@@ -18,6 +18,7 @@ from modelprov.audit import audit
 from modelprov.cli import build_parser, main
 from modelprov.core._stack_trace import display_location
 from modelprov.errors import ExitCode
+from modelprov.report._embed import read_report_data
 from tests._cli import cli, cli_many, ok_json
 from tests.conftest import fresh_export
 
@@ -358,7 +359,8 @@ def test_report_and_overlay_through_the_command_line(models, tmp_path):
     )
     assert result.returncode == 0, result.stderr
     page = html.read_text()
-    assert page.startswith("<!DOCTYPE html>") and "transpose_1" in page
+    assert page.startswith("<!DOCTYPE html>")
+    assert "transpose_1" in {source["fx"] for source in read_report_data(page)["sources"]}
     assert "http://" not in page.replace("http://www.w3.org", "")
     overlay = tmp_path / "overlay.json"
     result = cli("overlay", str(folder / "dt.opt.onnx"), "-o", str(overlay))

@@ -18,7 +18,7 @@ from modelprov.core._stack_trace import display_path
 from modelprov.onnx._aten_call import ATEN_CALL_KEY
 from modelprov.report import node_state, report, write_report
 from modelprov.report._data import report_data
-from modelprov.report._html import embed_json
+from modelprov.report._embed import read_report_data
 from modelprov.report._layout import NODE_H, NODE_W, layout_group
 from tests._cdp import Browser, Page, chromium_path
 from tests._synthetic import synthetic_model
@@ -37,13 +37,12 @@ def gpt2_pair() -> tuple[ir.Model, ir.Model]:
     return plain_export("gpt2"), after
 
 
-def embedded_data(html: str) -> dict[str, object]:
-    match = re.search(
-        r'<script type="application/json" id="report-data">(.*?)</script>', html, re.S
-    )
-    assert match is not None
-    data: dict[str, object] = json.loads(match.group(1))
-    return data
+WAIT_READY = """new Promise(resolve => {
+  const check = () => document.body.dataset.ready ? resolve(document.body.dataset.ready)
+                                                  : setTimeout(check, 10);
+  check();
+})"""
+"""The page renders once its data is inflated (asynchronously): wait for that."""
 
 
 def test_states() -> None:
@@ -112,9 +111,7 @@ def test_hostile_metadata_stays_inert_json(tmp_path: str) -> None:
     html = report(model)
     assert "<img" not in html and "<!--" not in html
     assert html.count("</script>") == 2
-    data = embed_json({"k": HOSTILE})
-    assert "<" not in data and json.loads(data) == {"k": HOSTILE}
-    assert embedded_data(html)["nodes"][0]["keys"]["custom.note"] == HOSTILE  # type: ignore[index]
+    assert read_report_data(html)["nodes"][0]["keys"]["custom.note"] == HOSTILE
 
 
 def test_self_contained(gpt2_pair: tuple[ir.Model, ir.Model], tmp_path: str) -> None:
@@ -122,7 +119,9 @@ def test_self_contained(gpt2_pair: tuple[ir.Model, ir.Model], tmp_path: str) -> 
     assert write_report(gpt2_pair[1], path, before=gpt2_pair[0]) == path
     with open(path, encoding="utf-8") as stream:
         html = stream.read()
-    page = re.sub(r'<script type="application/json".*?</script>', "", html, flags=re.S)
+    page = re.sub(
+        r'<script type="application/x-modelprov-report".*?</script>', "", html, flags=re.S
+    )
     page = page.replace('"http://www.w3.org/2000/svg"', "")  # a namespace name, never fetched
     assert not re.search(r"<link|<img|<iframe|\bsrc=|@import|url\(|https?://", page)
     assert "default-src 'none'" in html
@@ -149,7 +148,7 @@ def open_report(browser: Browser, html: str, folder: str, name: str) -> Page:
         stream.write(html)
     page = browser.new_page()
     page.goto("file://" + path)
-    assert page.evaluate("document.body.dataset.ready") == "1"
+    assert page.evaluate(WAIT_READY) == "1", page.errors
     return page
 
 
@@ -302,3 +301,74 @@ def test_table_lists_a_bounded_number_of_rows(browser: Browser, tmp_path: str) -
     page.evaluate("document.querySelector('#node-rows tr[data-i]').click()")
     assert late in page.evaluate("document.getElementById('details').textContent")
     assert page.errors == []
+
+
+@needs_chromium
+def test_page_unpacks_what_report_data_built(browser: Browser, tmp_path: str) -> None:
+    """The page's script derives states, groups, edges and sizes from the packed data:
+    what it draws and lists matches the document ``report_data`` built."""
+    model = synthetic_model(300)
+    document = report_data(model)
+    page = open_report(browser, report(model), tmp_path, "unpack.html")
+    page.evaluate("document.getElementById('expand').click()")
+    page.evaluate("new Promise(r => setTimeout(r, 200))")
+    drawn = json.loads(
+        page.evaluate(
+            """JSON.stringify([...document.querySelectorAll('#graph details')].map(d => {
+              const box = d.querySelector(':scope > svg.nodes');
+              return {path: d.dataset.group, w: box ? +box.getAttribute('width') : null,
+                h: box ? +box.getAttribute('height') : null,
+                edges: box ? box.querySelectorAll('path.edge').length : 0,
+                nodes: box ? [...box.querySelectorAll(':scope > g.node')].map(g => [
+                  +g.dataset.i, g.getAttribute('transform'),
+                  g.querySelector('rect').getAttribute('fill')]) : [],
+                meta: d.querySelector(':scope > summary .meta').textContent};
+            }))"""
+        )
+    )
+    colors = document["colors"]
+    nodes = document["nodes"]
+    assert [d["path"] for d in drawn] == [g["path"] for g in document["groups"]]
+    for shown, group in zip(drawn, document["groups"], strict=True):
+        assert f"{group['count']} nodes" in shown["meta"]
+        assert [n[0] for n in shown["nodes"]] == group["nodes"]
+        if group["nodes"]:
+            assert (shown["w"], shown["h"]) == (group["w"], group["h"])
+            assert shown["edges"] == len(group["edges"])
+        for i, transform, fill in shown["nodes"]:
+            assert transform == f"translate({nodes[i]['x']},{nodes[i]['y']})"
+            assert fill == colors[nodes[i]["state"]]
+    rows = json.loads(
+        page.evaluate(
+            """JSON.stringify([...document.querySelectorAll('#node-rows tr[data-i]')].map(
+              tr => [...tr.children].map(td => td.textContent)))"""
+        )
+    )
+    assert len(rows) == len(nodes)
+    sources = document["sources"]
+    for i, row in enumerate(rows):
+        node = nodes[i]
+        own = [sources[s] for s in node["src"]]
+        assert row[:4] == [str(i), node["name"] or f"{node['op']}@{i}", node["op"], node["state"]]
+        assert row[4] == document["groups"][node["group"]]["path"]
+        assert row[5] == ", ".join(s["fx"] or s["id"] for s in own)
+    last = max(range(len(nodes)), key=lambda i: len(nodes[i]["out"]))
+    page.evaluate(f"document.querySelector('#node-rows tr[data-i=\"{last}\"]').click()")
+    details = page.evaluate("document.getElementById('details').textContent")
+    for j in nodes[last]["in"] + nodes[last]["out"]:
+        assert (nodes[j]["name"] or f"{nodes[j]['op']}@{j}") in details
+    assert page.errors == []
+
+
+@needs_chromium
+def test_a_browser_without_decompression_says_so(browser: Browser, tmp_path: str) -> None:
+    """The data is inflated with DecompressionStream; a browser lacking it gets a message."""
+    path = os.path.join(tmp_path, "old-browser.html")
+    with open(path, "w", encoding="utf-8") as stream:
+        stream.write(report(synthetic_model(20)))
+    page = browser.new_page()
+    page.send("Page.addScriptToEvaluateOnNewDocument", source="delete window.DecompressionStream;")
+    page.goto("file://" + path)
+    assert page.evaluate(WAIT_READY) == "error"
+    assert "DecompressionStream" in page.evaluate("document.getElementById('status').textContent")
+    assert page.evaluate("document.querySelectorAll('#node-rows tr').length") == 0

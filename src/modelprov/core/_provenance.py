@@ -72,7 +72,7 @@ class Provenance:
         table, node_ids = collect_sources(
             dict(model.metadata_props),
             [
-                (node_label(node, position), dict(node.metadata_props))
+                (node_label(node, position), node.metadata_props)
                 for position, node in enumerate(nodes)
             ],
         )
@@ -217,16 +217,28 @@ class Provenance:
         policies = policies if policies is not None else DEFAULT_POLICIES
         max_bytes = trace_options.max_bytes if trace_options is not None else None
         source_keys = {key for source in self.table for key in source.metadata}
-        derived = self.derived_value_sources(model)
+        nodes = all_nodes(model.graph)
+        derived = self.derived_value_sources(model, nodes=nodes)
         carried: set[str] = set()
-        for position, node in enumerate(all_nodes(model.graph)):
+        scoped: dict[int, bool] = {}  # per source: has a value-scoped key
+        for position, node in enumerate(nodes):
             indices = sorted(self.node_sources.get(node, frozenset()))
-            outputs: set[int] = set()
-            for value in node.outputs:
-                outputs.update(self.value_sources.get(value, frozenset()))
-            merged = self.merged_metadata(
-                indices, outputs, policies, label=node_label(node, position), max_bytes=max_bytes
-            )
+            label = node_label(node, position)
+            if (
+                len(indices) == 1
+                and max_bytes is None
+                and not _has_scoped_key(self.table, indices[0], policies, scoped)
+            ):
+                # One source, nothing to merge or budget: its metadata as it is (what
+                # merged_metadata returns then, without asking a policy key by key).
+                merged = dict(self.table[indices[0]].metadata)
+            else:
+                outputs: set[int] = set()
+                for value in node.outputs:
+                    outputs.update(self.value_sources.get(value, frozenset()))
+                merged = self.merged_metadata(
+                    indices, outputs, policies, label=label, max_bytes=max_bytes
+                )
             foreign = {
                 key: value
                 for key, value in node.metadata_props.items()
@@ -235,7 +247,6 @@ class Provenance:
             node.metadata_props.clear()
             node.metadata_props.update(merged)
             node.metadata_props.update(foreign)
-            label = node_label(node, position)
             marked = self.kept_for_recall.get(node)
             if marked:
                 node.metadata_props[KEPT_FOR_RECALL_KEY] = dump_ids(self.table.ids(sorted(marked)))
@@ -244,7 +255,7 @@ class Provenance:
             elif indices:
                 node.metadata_props[NODE_SOURCES_KEY] = dump_ids(self.table.ids(indices))
             for value in node.outputs:
-                self._write_value(value, policies, derived.get(value))
+                self._write_value(value, policies, derived.get(value), scoped)
         if len(carried) == len(self.table):
             model.metadata_props.pop(TABLE_KEY, None)
         else:
@@ -255,16 +266,24 @@ class Provenance:
         return carries_source(label, merged, self.table[index])
 
     def _write_value(
-        self, value: ir.Value, policies: Policies, derived: frozenset[int] | None
+        self,
+        value: ir.Value,
+        policies: Policies,
+        derived: frozenset[int] | None,
+        scoped: dict[int, bool],
     ) -> None:
+        """Writes a value's ``output_of`` and value-scoped keys (``scoped``: the cache of
+        ``_has_scoped_key``)."""
         sources = sorted(self.value_sources.get(value, frozenset()))
+        if not sources and not derived and not value.metadata_props:
+            return  # nothing to remove, nothing to write
         for key in [key for key in value.metadata_props if policies.is_value_scoped(key)]:
             del value.metadata_props[key]
         value.metadata_props.pop(OUTPUT_OF_KEY, None)
         if frozenset(sources) != (derived or frozenset()):
             value.metadata_props[OUTPUT_OF_KEY] = dump_ids(self.table.ids(sources))
-        if not sources:
-            return
+        if not any(_has_scoped_key(self.table, index, policies, scoped) for index in sources):
+            return  # no source has a value-scoped key: nothing to merge
         keys = _ordered_keys(self.table[index] for index in sources)
         for key in keys:
             if not policies.is_value_scoped(key):
@@ -290,11 +309,10 @@ class Provenance:
         merged: dict[str, str] = {}
         sources = [self.table[index] for index in indices]
         for key in _ordered_keys(sources):
-            values, ids = _values_of(self.table, indices, key)
-            scoped = policies.is_value_scoped(key)
-            if len(sources) == 1 and not scoped:
+            if len(sources) == 1 and not policies.is_value_scoped(key):
                 result: str | None = sources[0].metadata[key]
             else:
+                values, ids = _values_of(self.table, indices, key)
                 flags = tuple(self.table.index_of(i) in outputs for i in ids)
                 result = policies.merge(key, values, MergeContext(key, label, flags, ids))
             if result is None:
@@ -304,9 +322,20 @@ class Provenance:
                 and max_bytes is not None
                 and len(result.encode()) > max_bytes
             ):
+                values, _ = _values_of(self.table, indices, key)
                 result = _stack_trace.format_merged_traces(values, max_bytes=max_bytes)
             merged[key] = result
         return merged
+
+
+def _has_scoped_key(
+    table: SourceTable, index: int, policies: Policies, known: dict[int, bool]
+) -> bool:
+    """True when the source at ``index`` has a value-scoped key (``known`` caches it)."""
+    found = known.get(index)
+    if found is None:
+        found = known[index] = any(policies.is_value_scoped(key) for key in table[index].metadata)
+    return found
 
 
 def _ordered_keys(sources: Iterable[Source]) -> list[str]:

@@ -468,6 +468,8 @@ def collect_sources(
             source_id = f"{base}#{variants[base]}"
         if source_id not in found:
             for key, value in original.items():
+                if 4 * len(value) <= MAX_VALUE_BYTES:
+                    continue  # at most 4 bytes a character: within the limit, no need to encode
                 size = len(value.encode("utf-8", "surrogatepass"))
                 if size > MAX_VALUE_BYTES:
                     raise MetadataError(

@@ -430,7 +430,7 @@ class Policies(Mapping[str, Policy]):
     ``a | b`` combines, ``b`` winning; ``b`` may be a Policies or a plain dict.
     """
 
-    __slots__ = ("_default", "_entries")
+    __slots__ = ("_default", "_entries", "_resolved")
 
     def __init__(
         self, mapping: Mapping[str, Policy] | None = None, *, default: Policy | None = None
@@ -447,6 +447,7 @@ class Policies(Mapping[str, Policy]):
             entries[key] = policy
         self._entries = entries
         self._default: Policy = default if default is not None else union
+        self._resolved: dict[str, Policy] = {}  # immutable: each key resolves once
 
     @property
     def default(self) -> Policy:
@@ -478,8 +479,12 @@ class Policies(Mapping[str, Policy]):
 
     def resolve(self, key: str) -> Policy:
         """The policy that applies to ``key``."""
-        entry = self.deciding_entry(key)
-        return self._entries[entry] if entry is not None else self._default
+        found = self._resolved.get(key)
+        if found is None:
+            entry = self.deciding_entry(key)
+            found = self._entries[entry] if entry is not None else self._default
+            self._resolved[key] = found
+        return found
 
     def deciding_entry(self, key: str) -> str | None:
         """The entry (``key`` itself or the glob) whose policy applies to ``key``; None

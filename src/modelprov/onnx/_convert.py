@@ -11,6 +11,7 @@ import onnx_ir as ir
 
 from modelprov._io import load_model
 from modelprov._proto_check import read_proto
+from modelprov.core._correspond import all_nodes
 from modelprov.core.policy import Policies
 from modelprov.onnx._duplicates import has_duplicate_keys, merge_duplicate_keys
 
@@ -78,15 +79,30 @@ def to_ir_copy(model: onnx.ModelProto | ir.Model, policies: Policies | None = No
 
 def _detach_attribute_tensors(model: ir.Model) -> None:
     """Gives every tensor attribute of ``model`` (graphs, subgraphs, functions) a tensor
-    object of its own; an ``ir.Tensor``'s data is shared, other kinds are read into one."""
-    nodes = [*ir.traversal.RecursiveGraphIterator(model.graph)]
+    object of its own; an ``ir.Tensor``'s data is shared, a tensor read from a proto gets a
+    copy of its proto, other kinds are read into an ``ir.Tensor``."""
+    nodes = all_nodes(model.graph)
     for function in model.functions.values():
         nodes.extend(ir.traversal.RecursiveGraphIterator(function))
     for node in nodes:
-        for name, attribute in list(node.attributes.items()):
-            if attribute.type != ir.AttributeType.TENSOR:
+        attributes = node.attributes
+        # ``Attributes`` is a UserDict: its ``data`` dict iterates without per-item calls.
+        tensors = [
+            (name, attribute)
+            for name, attribute in getattr(attributes, "data", attributes).items()
+            if attribute.type == ir.AttributeType.TENSOR
+        ]
+        for name, attribute in tensors:
+            # The value of a TENSOR attribute is its tensor: as_tensor()'s runtime protocol
+            # check costs more than the copy.
+            tensor = attribute.value
+            if isinstance(tensor, ir.serde.TensorProtoTensor):
+                # Read from a proto: a copy of the proto is a tensor of its own, cheaper
+                # than reading the data into an array.
+                proto = onnx.TensorProto()
+                proto.CopyFrom(tensor.raw)
+                node.attributes[name] = ir.AttrTensor(name, ir.serde.TensorProtoTensor(proto))
                 continue
-            tensor = attribute.as_tensor()
             data = tensor.raw if isinstance(tensor, ir.Tensor) else tensor.numpy()
             own = ir.Tensor(
                 data,

@@ -71,7 +71,7 @@ def track(
     return StepRecord(
         name=name,
         nodes_before=len(before.nodes),
-        nodes_after=sum(1 for _ in ir.traversal.RecursiveGraphIterator(model.graph)),
+        nodes_after=len(change.same) + len(change.new_nodes),  # every node, matched or new
         new_nodes=len(change.new_nodes),
         removed_nodes=len(change.removed),
         eliminated_nodes=len(change.eliminated),
@@ -128,6 +128,12 @@ class OptimizeProvenancePass(ir.passes.InPlacePass):
 
     def call(self, model: ir.Model) -> OptimizeResult:
         before = model_state(model)
+        steps = self._run_steps(model)
+        return OptimizeResult(model, model_state(model) != before, steps)
+
+    def _run_steps(self, model: ir.Model) -> tuple[StepRecord, ...]:
+        """Optimizes ``model`` in place, provenance kept, and returns what each step did
+        (``call`` without telling whether the model changed, which costs two walks)."""
         inline_modelprov_calls(model)
         provenance = Provenance.read(model, trace_options=self.trace_options)
         steps: list[StepRecord] = []
@@ -155,7 +161,7 @@ class OptimizeProvenancePass(ir.passes.InPlacePass):
                     self._optimizer(model, provenance, "onnxscript.optimizer (after user rules)")
                 )
         provenance.write(model, policies=self.policies, trace_options=self.trace_options)
-        return OptimizeResult(model, model_state(model) != before, tuple(steps))
+        return tuple(steps)
 
 
 def _optimize_ir(model: ir.Model) -> None:
@@ -249,5 +255,10 @@ def optimize(
     optimize_pass = OptimizeProvenancePass(
         policies=policies, rules=rules, trace_options=trace_options
     )
-    optimized, _ = run_on_copy(optimize_pass, model, policies)
+
+    def run(copy: ir.Model) -> OptimizeResult:
+        # The copy is ours: whether it changed is of no use, so skip working that out.
+        return OptimizeResult(copy, True, optimize_pass._run_steps(copy))
+
+    optimized, _ = run_on_copy(run, model, policies)
     return optimized

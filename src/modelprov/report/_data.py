@@ -27,6 +27,7 @@ from modelprov.onnx._lookup import node_sources
 from modelprov.onnx._quant_params import quantization_keys
 from modelprov.report._code import CodeContext
 from modelprov.report._layout import layout_group
+from modelprov.report._pack import REPORT_VERSION
 from modelprov.report._states import (
     CONFIDENCE_KEY,
     STATE_COLORS,
@@ -37,7 +38,6 @@ from modelprov.report._states import (
 
 __all__ = ["REPORT_FORMAT", "REPORT_VERSION", "metadata_bytes", "report_data"]
 
-REPORT_VERSION = 1
 
 _OPEN_ALL_UP_TO = 400
 """Graphs with at most this many nodes open every group; larger ones open two levels."""
@@ -67,10 +67,17 @@ def _output_module(node: ir.Node, known: Sequence[Source]) -> str:
     return chosen[-1].module_path or ""
 
 
-def _source_json(source: Source, code: CodeContext | None) -> dict[str, Any]:
-    """A source for the page, its file shortened for display; ``code`` collects the code
-    around its line (keyed by the displayed ``file:line``)."""
-    shown = display_path(source.file) if source.file is not None else None
+def _source_json(
+    source: Source, code: CodeContext | None, shown_paths: dict[str, str]
+) -> dict[str, Any]:
+    """A source for the page, its file shortened for display (``shown_paths`` caches that
+    per file); ``code`` collects the code around its line (keyed by the displayed
+    ``file:line``)."""
+    shown = None
+    if source.file is not None:
+        shown = shown_paths.get(source.file)
+        if shown is None:
+            shown = shown_paths[source.file] = display_path(source.file)
     if code is not None and source.file is not None and source.line is not None:
         code.add(source.file, f"{shown}:{source.line}", source.line)
     return {
@@ -127,6 +134,7 @@ def report_data(
     ``report._code``) to show a few lines around each source line.
     """
     code = CodeContext() if source_code else None
+    shown_paths: dict[str, str] = {}
     pairs = node_sources(model)
     index = {id(node): i for i, (node, _) in enumerate(pairs)}
     source_index: dict[str, int] = {}
@@ -139,10 +147,11 @@ def report_data(
     quantization = quantization_keys(model)
     for i, (node, found) in enumerate(pairs):
         ids = []
-        for source in known_sources(found):
+        known = known_sources(found)
+        for source in known:
             if source.id not in source_index:
                 source_index[source.id] = len(sources)
-                sources.append(_source_json(source, code))
+                sources.append(_source_json(source, code, shown_paths))
             ids.append(source_index[source.id])
         producers = []
         for value in node.inputs:
@@ -166,7 +175,6 @@ def report_data(
         if confidence is not None:
             entry["confidence"] = confidence
         nodes.append(entry)
-        known = known_sources(found)
         node_group.append(_output_module(node, known) if known else None)
     _place_orphans(node_group, predecessors, consumers)
     module_of = [group or "" for group in node_group]
@@ -246,7 +254,7 @@ def report_data(
                 name = source.fx_node or source.id
                 if name in lost_names and name not in seen:
                     seen.add(name)
-                    lost.append(_source_json(source, code))
+                    lost.append(_source_json(source, code, shown_paths))
     return {
         "format": REPORT_FORMAT,
         "version": REPORT_VERSION,

@@ -1,17 +1,16 @@
-"""The self-contained HTML provenance report: one file, no network, data as inert JSON."""
+"""The self-contained HTML provenance report: one file, no network, data as an inert block."""
 
 from __future__ import annotations
 
-import json
 import os
 from importlib import resources
-from typing import Any
 
 from modelprov._io import atomic_write_bytes
 from modelprov.report._data import report_data
+from modelprov.report._embed import data_element
 from modelprov.report._inputs import ModelLike, as_ir
 
-__all__ = ["embed_json", "report", "write_report"]
+__all__ = ["report", "write_report"]
 
 _TEMPLATE = """<!DOCTYPE html>
 <html lang="en">
@@ -27,6 +26,7 @@ style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:">
 <header><h1 id="title">Provenance report</h1>
 <div class="sub">modelprov: where each node of the graph came from</div></header>
 <main>
+<p id="status" class="muted">Reading the report data…</p>
 <h2>Summary</h2>
 <div id="summary" class="cards"></div>
 <div id="legend" class="legend"></div>
@@ -50,23 +50,11 @@ placeholder="search by FX node, node name, op type or module"> <span id="match-c
 <h2>Lost sources</h2>
 <div id="lost"></div>
 </main>
-<script type="application/json" id="report-data">{data}</script>
+{data}
 <script>{js}</script>
 </body>
 </html>
 """
-
-
-def embed_json(document: Any) -> str:
-    """JSON safe inside a ``<script>`` element: ``<``, ``>`` and ``&`` become escapes."""
-    text = json.dumps(document, ensure_ascii=False, separators=(",", ":"))
-    return (
-        text.replace("<", "\\u003c")
-        .replace(">", "\\u003e")
-        .replace("&", "\\u0026")
-        .replace("\u2028", "\\u2028")
-        .replace("\u2029", "\\u2029")
-    )
 
 
 def _asset(name: str) -> str:
@@ -97,7 +85,7 @@ def report(
         source_code=source_code,
     )
     return _TEMPLATE.format(
-        css=_asset("report.css"), js=_asset("report.js"), data=embed_json(document)
+        css=_asset("report.css"), js=_asset("report.js"), data=data_element(document)
     )
 
 

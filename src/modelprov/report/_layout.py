@@ -11,7 +11,16 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 
-__all__ = ["GAP_X", "GAP_Y", "MAX_COLUMNS", "NODE_H", "NODE_W", "GroupLayout", "layout_group"]
+__all__ = [
+    "GAP_X",
+    "GAP_Y",
+    "MAX_COLUMNS",
+    "NODE_H",
+    "NODE_W",
+    "PAD",
+    "GroupLayout",
+    "layout_group",
+]
 
 NODE_W = 132
 NODE_H = 30

@@ -25,25 +25,28 @@ def match_by_identity(
     same = {node: node for node in after_nodes if node in old_set}
     new_nodes, removed = new_and_removed(before, after_nodes, same)
     removed_set = set(removed)
-    replaced = _value_replacements(before, graph, same, value_anchors)
+    graphs = all_graphs(graph)
+    replaced = _value_replacements(before, graphs, same, value_anchors)
     _rename_anchors(before, new_nodes, removed_set, replaced)
     return Matching(
         same=same,
         new_nodes=new_nodes,
         removed=removed,
         replaced=replaced,
-        claimable=removed_set | _superseded(graph, same, replaced),
+        claimable=removed_set | _superseded(graphs, same, replaced),
         values_persist=True,
     )
 
 
 def _superseded(
-    graph: ir.Graph, same: Mapping[ir.Node, ir.Node], replaced: Mapping[ir.Value, list[ir.Value]]
+    graphs: list[ir.Graph],
+    same: Mapping[ir.Node, ir.Node],
+    replaced: Mapping[ir.Value, list[ir.Value]],
 ) -> set[ir.Node]:
     """Surviving nodes whose every output was replaced in place and is now unused: a pass
     left them dead for a later pass to remove, so they are claimable like removed nodes."""
     replaced_olds = {old for olds in replaced.values() for old in olds}
-    outputs_now = {value for each in all_graphs(graph) for value in each.outputs}
+    outputs_now = {value for each in graphs for value in each.outputs}
     superseded: set[ir.Node] = set()
     for node in same:
         outputs = list(node.outputs)
@@ -58,11 +61,12 @@ def _superseded(
 
 def _value_replacements(
     before: Snapshot,
-    graph: ir.Graph,
+    graphs: list[ir.Graph],
     surviving: Iterable[ir.Node],
     anchors: Mapping[ir.Value, ir.Value] | None,
 ) -> dict[ir.Value, list[ir.Value]]:
-    """New value -> old values it replaced, read off surviving consumers and graph outputs."""
+    """New value -> old values it replaced, read off surviving consumers and the outputs of
+    ``graphs`` (the graph and its subgraphs)."""
     replaced: dict[ir.Value, list[ir.Value]] = {}
 
     def record(old: ir.Value | None, new: ir.Value | None) -> None:
@@ -75,7 +79,7 @@ def _value_replacements(
     for node in surviving:
         for old, new in zip(before.inputs[node], node.inputs, strict=False):
             record(old, new)
-    for each in all_graphs(graph):
+    for each in graphs:
         old_outputs = before.graph_outputs.get(each)
         if old_outputs is None:
             continue

@@ -25,6 +25,8 @@ METADATA_READERS = frozenset({"Shape", "Size"})
 ``CastLike`` reads only the dtype of its second input."""
 
 _SUBGRAPH_OPS = frozenset({"If", "Loop", "Scan"})
+_GRAPH = ir.AttributeType.GRAPH
+_GRAPH_KINDS = (_GRAPH, ir.AttributeType.GRAPHS)
 
 
 def data_inputs(node: ir.Node, inputs: Iterable[ir.Value | None]) -> list[ir.Value]:
@@ -58,15 +60,19 @@ def _walk(graph: ir.Graph, nodes: list[ir.Node], subgraphs: list[ir.Graph]) -> N
     walk reaches it)."""
     for node in graph:
         nodes.append(node)
-        if not node.attributes:
+        # ``Attributes`` is a UserDict: its ``data`` dict is read without per-item calls.
+        attributes = node.attributes
+        attributes = getattr(attributes, "data", attributes)
+        if not attributes:
             continue
         inner: list[ir.Graph] = []
-        for attribute in node.attributes.values():
-            if attribute.is_ref():
+        for attribute in attributes.values():
+            kind = attribute.type
+            if kind not in _GRAPH_KINDS or attribute.is_ref():
                 continue
-            if attribute.type == ir.AttributeType.GRAPH:
+            if kind == _GRAPH:
                 inner.append(attribute.as_graph())
-            elif attribute.type == ir.AttributeType.GRAPHS:
+            else:
                 inner.extend(attribute.as_graphs())
         subgraphs.extend(inner)
         for subgraph in inner:
@@ -89,11 +95,12 @@ class Snapshot:
     @classmethod
     def of(cls, graph: ir.Graph) -> Snapshot:
         """Takes a snapshot of ``graph`` and all its subgraphs."""
-        nodes = all_nodes(graph)
+        nodes: list[ir.Node] = []
+        graphs = [graph]
+        _walk(graph, nodes, graphs)  # all_nodes and all_graphs in one walk
         inputs = {node: tuple(node.inputs) for node in nodes}
         outputs = {node: tuple(node.outputs) for node in nodes}
         producer = {value: node for node in nodes for value in node.outputs}
-        graphs = all_graphs(graph)
         boundary: set[ir.Value] = set()
         for each in graphs:
             boundary.update(each.inputs)
