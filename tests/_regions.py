@@ -10,7 +10,9 @@ Two readings keep the region honest: ``Shape`` and ``Size`` read only the metada
 input and ``CastLike`` only the dtype of its second (the walk does not go through them),
 and when a tensor matches several original values on one chain (an identity, a cancelling
 pair), the most upstream one bounds the region, so an eliminated no-op may go to the producer
-or to the consumer of the value replacing it.
+or to the consumer of the value replacing it. A node whose outputs match only values its
+inputs were computed from (glue a fusion adds, such as a Reshape undoing a view so that a
+fused attention gets its layout) computes nothing new: its region is that of its consumers.
 """
 
 from __future__ import annotations
@@ -156,6 +158,12 @@ def _most_upstream(original: _Original, candidates: list[ir.Value]) -> list[ir.V
     ]
 
 
+def _recreates(original: _Original, target: ir.Value, stops: set[ir.Value]) -> bool:
+    """True when ``target`` is one of ``stops`` or lies upstream of one: a node producing
+    it computes nothing its inputs did not already hold."""
+    return target in stops or any(original.is_upstream_of(target, stop) for stop in stops)
+
+
 @dataclasses.dataclass(frozen=True)
 class RegionResult:
     """What the check found: out-of-region claims and how many nodes it could check."""
@@ -236,9 +244,10 @@ def check_regions(before: ir.Model, after: ir.Model, inputs: Sequence[np.ndarray
             if value in dynamic:
                 stops.update(input_stops(value))
         targets = [m for value in node.outputs for m in output_matches(value)]
-        if targets and set(targets) <= stops:
+        if targets and all(_recreates(original, target, stops) for target in targets):
             # A no-op in contents (part of a rewrite, e.g. a reshape that a transpose
-            # undoes): it belongs to what its consumers compute.
+            # undoes, or one giving a fused op back the layout a view had changed): it
+            # belongs to what its consumers compute.
             targets = [
                 m
                 for value in node.outputs

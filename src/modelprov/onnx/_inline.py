@@ -149,7 +149,10 @@ class InlinePass(ir.passes.InPlacePass):
                 placeholders,
                 owns_body=identifier not in bodies_used,
             )
-            bodies_used.add(identifier)
+            if INLINE_KEY not in call.metadata_props:
+                # The body is the nodes of the call without a record, wherever inline
+                # meets it; calls with a record before it do not take its place.
+                bodies_used.add(identifier)
             graph.insert_before(call, new_nodes)
             for old, new in zip(call.outputs, new_outputs, strict=True):
                 old.replace_all_uses_with(new, replace_graph_outputs=True)
@@ -237,8 +240,8 @@ def _expand(
     and the copies standing for the call's outputs.
 
     A call without a record takes the body's metadata only when it ``owns_body`` (the
-    first call, whose nodes the body is); any other such call gives every node its own
-    metadata (its sources), never the first call's. Attributes are shared with the body
+    first call without a record, whose nodes the body is); any other such call gives every
+    node its own metadata (its sources), never the first call's. Attributes are shared with the body
     (as onnx_ir's cloner shares them).
     """
     record = _record(call, len(plan))
