@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 import onnx
@@ -195,41 +195,23 @@ def check_regions(before: ir.Model, after: ir.Model, inputs: Sequence[np.ndarray
     def output_matches(value: ir.Value) -> list[ir.Value]:
         # An output matching nothing (an internal layout of a fused op) is read through
         # its nearest consumers that match, up to three levels down.
-        frontier = [(value, 0)]
-        seen: set[ir.Value] = set()
-        found: list[ir.Value] = []
-        while frontier:
-            current, depth = frontier.pop(0)
-            if current in seen or depth > 3:
-                continue
-            seen.add(current)
-            here = matched(current, current in dynamic)
-            if here:
-                found.extend(here)
-                continue
-            frontier.extend((out, depth + 1) for use in current.uses() for out in use.node.outputs)
-        return found
+        return _nearest(
+            value,
+            lambda current: matched(current, current in dynamic),
+            lambda current: [out for use in current.uses() for out in use.node.outputs],
+        )
 
     def input_stops(value: ir.Value) -> list[ir.Value]:
         # An input matching nothing is read through its producer's dynamic inputs.
-        frontier = [(value, 0)]
-        seen: set[ir.Value] = set()
-        found: list[ir.Value] = []
-        while frontier:
-            current, depth = frontier.pop(0)
-            if current in seen or depth > 3:
-                continue
-            seen.add(current)
-            here = _most_upstream(original, matched(current, True))
-            if here:
-                found.extend(here)
-                continue
+        def upstream(current: ir.Value) -> list[ir.Value]:
             producer = current.producer()
-            if producer is not None:
-                frontier.extend(
-                    (each, depth + 1) for each in data_inputs(producer) if each in dynamic
-                )
-        return found
+            if producer is None:
+                return []
+            return [each for each in data_inputs(producer) if each in dynamic]
+
+        return _nearest(
+            value, lambda current: _most_upstream(original, matched(current, True)), upstream
+        )
 
     violations: list[tuple[str, str]] = []
     regions: dict[str, set[str]] = {}
@@ -290,3 +272,26 @@ def check_regions(before: ir.Model, after: ir.Model, inputs: Sequence[np.ndarray
         shared_constants=shared,
         kept_for_recall=marked_all,
     )
+
+
+def _nearest(
+    start: ir.Value,
+    match: Callable[[ir.Value], list[ir.Value]],
+    next_values: Callable[[ir.Value], list[ir.Value]],
+) -> list[ir.Value]:
+    """Breadth first from ``start`` (at most three steps away): the matches of the nearest
+    values that match, not looking past a value that matched."""
+    frontier = [(start, 0)]
+    seen: set[ir.Value] = set()
+    found: list[ir.Value] = []
+    while frontier:
+        current, depth = frontier.pop(0)
+        if current in seen or depth > 3:
+            continue
+        seen.add(current)
+        here = match(current)
+        if here:
+            found.extend(here)
+            continue
+        frontier.extend((each, depth + 1) for each in next_values(current))
+    return found

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Iterator
 
 __all__ = ["SchemaArgument", "read_arguments"]
 
@@ -48,17 +49,25 @@ _BASE_TYPES = {
 """Schema type names -> torch's printed names (others: unknown, torch decides)."""
 
 
-def _split_top(text: str, separator: str) -> list[str]:
-    """``text`` split at ``separator`` outside brackets and quotes."""
-    parts: list[str] = []
-    depth, quote, start = 0, "", 0
+def _unquoted(text: str) -> Iterator[tuple[int, str]]:
+    """``(index, char)`` of the characters of ``text`` outside quoted strings."""
+    quote = ""
     for index, char in enumerate(text):
         if quote:
             if char == quote and text[index - 1] != "\\":
                 quote = ""
         elif char in "'\"":
             quote = char
-        elif char in "([{":
+        else:
+            yield index, char
+
+
+def _split_top(text: str, separator: str) -> list[str]:
+    """``text`` split at ``separator`` outside brackets and quotes."""
+    parts: list[str] = []
+    depth, start = 0, 0
+    for index, char in _unquoted(text):
+        if char in "([{":
             depth += 1
         elif char in ")]}":
             depth -= 1
@@ -71,14 +80,9 @@ def _split_top(text: str, separator: str) -> list[str]:
 
 def _closing(text: str) -> int:
     """Where the parenthesis opened just before ``text`` closes (-1: it does not)."""
-    depth, quote = 0, ""
-    for index, char in enumerate(text):
-        if quote:
-            if char == quote and text[index - 1] != "\\":
-                quote = ""
-        elif char in "'\"":
-            quote = char
-        elif char == "(":
+    depth = 0
+    for index, char in _unquoted(text):
+        if char == "(":
             depth += 1
         elif char == ")":
             if depth == 0:

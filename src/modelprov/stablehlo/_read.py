@@ -144,12 +144,13 @@ def _bindings() -> list[tuple[Any, Any, Any]]:
     """(ir module, context factory, parser) triples: JAX's first, IREE's when installed."""
     found: list[tuple[Any, Any, Any]] = []
     try:
-        from jax._src.interpreters import mlir as jax_mlir
         from jaxlib.mlir import ir as jax_ir
         from jaxlib.mlir.dialects import stablehlo
 
+        from modelprov.stablehlo._jax_compat import ir_context
+
         def jax_context() -> Any:
-            context = jax_mlir.make_ir_context()
+            context = ir_context()
             context.allow_unregistered_dialects = True
             return context
 

@@ -48,13 +48,13 @@ def restore_attributes(mlir: str | bytes | os.PathLike[str], *, generic: bool = 
     form, which shows the attributes of every op: the custom form of a reduce whose body is
     one op (``applies stablehlo.add``) prints none of the body op's attributes.
     """
-    from jax._src.interpreters import mlir as jax_mlir
     from jaxlib.mlir import ir
 
+    from modelprov.stablehlo._jax_compat import ir_context
     from modelprov.stablehlo._read import _load
 
     data = _load(mlir)
-    with jax_mlir.make_ir_context() as context:
+    with ir_context() as context:
         context.allow_unregistered_dialects = True
         try:
             module = ir.Module.parse(data)
