@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import operator
 from collections.abc import Iterable, Mapping, Sequence
 
 import onnx_ir as ir
@@ -65,15 +66,21 @@ class Provenance:
 
     @classmethod
     def read(
-        cls, model: ir.Model, *, trace_options: _stack_trace.TraceOptions | None = None
+        cls,
+        model: ir.Model,
+        *,
+        trace_options: _stack_trace.TraceOptions | None = None,
+        walked: tuple[list[ir.Node], list[ir.Graph]] | None = None,
     ) -> Provenance:
-        """Reads provenance from a model modelprov wrote, or starts it from a plain export."""
-        nodes, graphs = nodes_and_graphs(model.graph)
+        """Reads provenance from a model modelprov wrote, or starts it from a plain export.
+        ``walked``, when given, is ``nodes_and_graphs(model.graph)`` of the model as it is."""
+        nodes, graphs = walked if walked is not None else nodes_and_graphs(model.graph)
+        props = [node.metadata_props for node in nodes]
         table, node_ids = collect_sources(
             dict(model.metadata_props),
             [
-                (node.name or f"{node.op_type}@{position}", node.metadata_props)  # node_label
-                for position, node in enumerate(nodes)
+                (node.name or f"{node.op_type}@{position}", metadata)  # node_label
+                for position, (node, metadata) in enumerate(zip(nodes, props, strict=True))
             ],
         )
         if trace_options is not None:
@@ -90,8 +97,8 @@ class Provenance:
                 node_sources[node] = frozenset(table.index_of(i) for i in ids)
         provenance = cls(table=table, node_sources=node_sources, value_sources={})
         provenance.value_sources = provenance._read_value_sources(nodes, graphs)
-        for position, node in enumerate(nodes):
-            marked = node.metadata_props.get(KEPT_FOR_RECALL_KEY)
+        for position, (node, metadata) in enumerate(zip(nodes, props, strict=True)):
+            marked = metadata.get(KEPT_FOR_RECALL_KEY)
             if marked is None:
                 continue
             where = f"node {node_label(node, position)!r}"
@@ -120,10 +127,9 @@ class Provenance:
                         self.table.index_of(i) for i in ids if i in self.table
                     )
                 elif len(own) == 1:  # the rule of _derived, in the same pass
-                    leaves = value in graph_outputs or any(
-                        not own <= node_sources.get(use.node, empty) for use in value.uses()
+                    result[value] = (
+                        own if _leaves(value, own, graph_outputs, node_sources) else empty
                     )
-                    result[value] = own if leaves else empty
         return result
 
     def derived_value_sources(
@@ -151,14 +157,12 @@ class Provenance:
             if len(own) != 1:
                 continue
             for value in node.outputs:
-                leaves = value in graph_outputs or any(
-                    not own <= node_sources.get(use.node, empty) for use in value.uses()
-                )
-                result[value] = own if leaves else empty
+                result[value] = own if _leaves(value, own, graph_outputs, node_sources) else empty
         return result
 
     def apply(self, change: Change, graph: ir.Graph) -> None:
-        """Moves sources along one step's change (surviving nodes keep theirs).
+        """Moves sources along one step's change (surviving nodes keep theirs); ``graph``
+        is the graph after the change, as ``correspond`` compared it.
 
         A node computes the sources of the nodes it took over. From a constant it folded
         it takes only sources that are not operations computing on data elsewhere (a
@@ -216,7 +220,8 @@ class Provenance:
             for old_value in olds:
                 merged.update(self.value_sources.get(old_value, frozenset()))
             self.value_sources[new_value] = frozenset(merged)
-        current = all_nodes(graph)
+        walked = change.after_graphs and change.after_graphs[0] is graph
+        current = change.after_nodes if walked else all_nodes(graph)
         kept: set[int] = set()
         for node in current:
             kept.update(updated.setdefault(node, frozenset()))
@@ -239,8 +244,10 @@ class Provenance:
         *,
         policies: Policies | None = None,
         trace_options: _stack_trace.TraceOptions | None = None,
+        walked: tuple[list[ir.Node], list[ir.Graph]] | None = None,
     ) -> None:
-        """Writes merged node and value metadata and the sources table into ``model``."""
+        """Writes merged node and value metadata and the sources table into ``model``.
+        ``walked``, when given, is ``nodes_and_graphs(model.graph)`` of the model as it is."""
         policies = policies if policies is not None else DEFAULT_POLICIES
         max_bytes = trace_options.max_bytes if trace_options is not None else None
         table = self.table
@@ -248,34 +255,40 @@ class Provenance:
         source_keys: set[str] = set()
         for index in range(len(table)):
             source_keys.update(table.metadata_of(index))
-        nodes, graphs = nodes_and_graphs(model.graph)
+        nodes, graphs = walked if walked is not None else nodes_and_graphs(model.graph)
         derived = self._derived(nodes, graphs)
         carried: set[str] = set()
         scoped: dict[int, bool] = {}  # per source: has a value-scoped key
         own_ids: dict[int, str | None] = {}  # per source: see _own_id
         empty: frozenset[int] = frozenset()
+        node_sources = self.node_sources
+        value_sources = self.value_sources
+        kept_for_recall = self.kept_for_recall
         for position, node in enumerate(nodes):
-            own = self.node_sources.get(node, empty)
+            own = node_sources.get(node, empty)
             label = node.name or f"{node.op_type}@{position}"  # node_label, inlined
             index = next(iter(own)) if len(own) == 1 else -1
-            verbatim = (
-                index >= 0
-                and max_bytes is None
-                and not _has_scoped_key(table, index, scopes, scoped)
-            )
+            verbatim = index >= 0 and max_bytes is None
+            if verbatim:
+                has_scoped = scoped.get(index)
+                if has_scoped is None:
+                    has_scoped = _has_scoped_key(table, index, scopes, scoped)
+                verbatim = not has_scoped
+            merged: Mapping[str, str]
             if verbatim:
                 # One source, nothing to merge or budget: its metadata as it is (what
                 # merged_metadata returns then, without asking a policy key by key).
-                merged = dict(table.metadata_of(index))
+                merged = table.metadata_of(index)
             else:
                 outputs: set[int] = set()
                 for value in node.outputs:
-                    outputs.update(self.value_sources.get(value, empty))
+                    outputs.update(value_sources.get(value, empty))
                 merged = self.merged_metadata(
                     sorted(own), outputs, policies, label=label, max_bytes=max_bytes
                 )
             props = node.metadata_props
-            if props != merged or list(props) != list(merged):
+            # Equal contents in the same order (the order is the file's): nothing to write.
+            if props != merged or not all(map(operator.eq, props, merged)):
                 # Unless the node holds exactly ``merged`` already (a node left as it was
                 # read): ``merged``, then the node's keys of no source and not modelprov's.
                 foreign = {
@@ -286,9 +299,10 @@ class Provenance:
                 props.clear()
                 props.update(merged)
                 props.update(foreign)
-            marked = self.kept_for_recall.get(node)
-            if marked:
-                props[KEPT_FOR_RECALL_KEY] = dump_ids(table.ids(marked))
+            if kept_for_recall:
+                marked = kept_for_recall.get(node)
+                if marked:
+                    props[KEPT_FOR_RECALL_KEY] = dump_ids(table.ids(marked))
             if verbatim:
                 # merged is the source's metadata: carried when free of modelprov's keys and
                 # the node's own source id is the source's.
@@ -296,16 +310,20 @@ class Provenance:
                     own_id = own_ids[index]
                 else:
                     own_id = own_ids[index] = _own_id(table, index)
-                if own_id is not None and (own_id or f"node:{label}") == table.id_of(index):
-                    carried.add(table.id_of(index))
+                source_id = table.id_of(index)
+                if own_id is not None and (own_id or f"node:{label}") == source_id:
+                    carried.add(source_id)
                 else:
-                    props[NODE_SOURCES_KEY] = dump_ids([table.id_of(index)])
+                    props[NODE_SOURCES_KEY] = dump_ids([source_id])
             elif index >= 0 and self._carries(index, label, merged):
                 carried.add(table.id_of(index))
             elif own:
                 props[NODE_SOURCES_KEY] = dump_ids(table.ids(own))
             for value in node.outputs:
-                self._write_value(value, policies, derived.get(value), scoped, scopes)
+                current = value_sources.get(value)
+                found = derived.get(value)
+                if current or found or value.metadata_props:
+                    self._write_value(value, policies, found, scoped, scopes)
         if len(carried) == len(table):
             model.metadata_props.pop(TABLE_KEY, None)
         else:
@@ -400,6 +418,23 @@ class Provenance:
                 result = _stack_trace.format_merged_traces(values, max_bytes=max_bytes)
             merged[key] = result
         return merged
+
+
+def _leaves(
+    value: ir.Value,
+    own: frozenset[int],
+    graph_outputs: set[ir.Value],
+    node_sources: Mapping[ir.Node, frozenset[int]],
+) -> bool:
+    """True when ``value`` leaves the nodes of its producer's sources ``own``: it is a graph
+    output, or a node without all of ``own`` reads it."""
+    if value in graph_outputs:
+        return True
+    for use in value.uses():  # a loop: cheaper than any() over a generator
+        sources = node_sources.get(use.node)
+        if sources is not own and (sources is None or not own <= sources):
+            return True
+    return False
 
 
 class _KeyScopes(dict[str, bool]):

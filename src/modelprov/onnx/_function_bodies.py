@@ -11,6 +11,8 @@ node stood for.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import onnx_ir as ir
 import onnx_ir.passes.common as common_passes
 
@@ -27,11 +29,13 @@ __all__ = [
 ]
 
 
-def calls_functions(model: ir.Model) -> bool:
-    """True when some node of the model calls one of its local functions."""
+def calls_functions(model: ir.Model, nodes: Sequence[ir.Node] | None = None) -> bool:
+    """True when some node of the model calls one of its local functions (``nodes``, when
+    given, is ``all_nodes(model.graph)``)."""
     functions = model.functions
     return bool(functions) and any(
-        node.op_identifier() in functions for node in all_nodes(model.graph)
+        node.op_identifier() in functions
+        for node in (nodes if nodes is not None else all_nodes(model.graph))
     )
 
 

@@ -19,7 +19,7 @@ import onnx_ir.passes.common as common_passes
 import onnxscript.optimizer
 import onnxscript.rewriter
 
-from modelprov.core._correspond import Change, Snapshot, all_nodes, correspond
+from modelprov.core._correspond import Change, Snapshot, correspond, nodes_and_graphs
 from modelprov.core._provenance import Provenance
 from modelprov.core._stack_trace import TraceOptions
 from modelprov.core.policy import Policies
@@ -51,33 +51,47 @@ class StepRecord:
     lost_sources: tuple[str, ...]
 
 
-def track(
-    model: ir.Model, provenance: Provenance, name: str, step: Callable[[], object]
-) -> StepRecord:
-    """Runs ``step`` (which changes ``model`` in place) and moves provenance along."""
-    before = Snapshot.of(model.graph)
-    lost_before = set(provenance.lost)
-    step()
-    change: Change = correspond(before, model.graph)
-    provenance.apply(change, model.graph)
-    if change.unanchored:
-        logger.info(
-            "%s: %d new node(s) could not be attributed: %s",
-            name,
-            len(change.unanchored),
-            ", ".join(node.name or node.op_type for node in change.unanchored[:5]),
+@dataclasses.dataclass
+class _Tracker:
+    """Runs steps that change ``model`` in place and moves ``provenance`` along each.
+
+    ``walked`` is ``nodes_and_graphs`` of the graph as it is, when known (read at the start,
+    then what the last step's correspondence walked), so no step walks the graph twice.
+    """
+
+    model: ir.Model
+    provenance: Provenance
+    walked: tuple[list[ir.Node], list[ir.Graph]] | None = None
+
+    def track(self, name: str, step: Callable[[], object]) -> StepRecord:
+        """Runs ``step`` and returns what it did to the graph and its provenance."""
+        graph = self.model.graph
+        provenance = self.provenance
+        before = Snapshot.of(graph, walked=self.walked)
+        self.walked = None
+        lost_before = set(provenance.lost)
+        step()
+        change: Change = correspond(before, graph)
+        provenance.apply(change, graph)
+        self.walked = (change.after_nodes, change.after_graphs)
+        if change.unanchored:
+            logger.info(
+                "%s: %d new node(s) could not be attributed: %s",
+                name,
+                len(change.unanchored),
+                ", ".join(node.name or node.op_type for node in change.unanchored[:5]),
+            )
+        lost = provenance.table.ids(provenance.lost - lost_before)
+        return StepRecord(
+            name=name,
+            nodes_before=len(before.nodes),
+            nodes_after=len(change.same) + len(change.new_nodes),  # every node, matched or new
+            new_nodes=len(change.new_nodes),
+            removed_nodes=len(change.removed),
+            eliminated_nodes=len(change.eliminated),
+            unanchored_nodes=len(change.unanchored),
+            lost_sources=tuple(lost),
         )
-    lost = provenance.table.ids(provenance.lost - lost_before)
-    return StepRecord(
-        name=name,
-        nodes_before=len(before.nodes),
-        nodes_after=len(change.same) + len(change.new_nodes),  # every node, matched or new
-        new_nodes=len(change.new_nodes),
-        removed_nodes=len(change.removed),
-        eliminated_nodes=len(change.eliminated),
-        unanchored_nodes=len(change.unanchored),
-        lost_sources=tuple(lost),
-    )
 
 
 @dataclasses.dataclass
@@ -121,10 +135,10 @@ class OptimizeProvenancePass(ir.passes.InPlacePass):
         assert isinstance(result, OptimizeResult)  # call() makes one
         return result
 
-    def _optimizer(self, model: ir.Model, provenance: Provenance, label: str) -> list[StepRecord]:
+    def _optimizer(self, tracker: _Tracker, label: str) -> list[StepRecord]:
         if not self.per_pass:
-            return [track(model, provenance, label, lambda: _optimize_ir(model))]
-        return _run_optimizer_passes(model, provenance, label)
+            return [tracker.track(label, lambda: _optimize_ir(tracker.model))]
+        return _run_optimizer_passes(tracker, label)
 
     def call(self, model: ir.Model) -> OptimizeResult:
         before = model_state(model)
@@ -135,32 +149,33 @@ class OptimizeProvenancePass(ir.passes.InPlacePass):
         """Optimizes ``model`` in place, provenance kept, and returns what each step did
         (``call`` without telling whether the model changed, which costs two walks)."""
         inline_modelprov_calls(model)
-        provenance = Provenance.read(model, trace_options=self.trace_options)
+        walked = nodes_and_graphs(model.graph)
+        provenance = Provenance.read(model, trace_options=self.trace_options, walked=walked)
+        tracker = _Tracker(model, provenance, walked)
         steps: list[StepRecord] = []
-        if calls_functions(model):
-            old_nodes = set(all_nodes(model.graph))
+        if calls_functions(model, walked[0]):
+            old_nodes = set(walked[0])
             calls = [
                 dict(n.metadata_props) for n in old_nodes if n.op_identifier() in model.functions
             ]
-            steps.append(
-                track(model, provenance, "inline functions", lambda: inline_user_functions(model))
-            )
+            steps.append(tracker.track("inline functions", lambda: inline_user_functions(model)))
             add_body_sources(provenance, model, old_nodes, calls)
-        steps += self._optimizer(model, provenance, "onnxscript.optimizer")
+        steps += self._optimizer(tracker, "onnxscript.optimizer")
         if self.rules:
             rules = list(self.rules)
-            record = track(
-                model,
-                provenance,
+            record = tracker.track(
                 "user rules",
                 lambda: onnxscript.rewriter.rewrite(model, pattern_rewrite_rules=rules),
             )
             steps.append(record)
             if record.new_nodes or record.removed_nodes:
-                steps.extend(
-                    self._optimizer(model, provenance, "onnxscript.optimizer (after user rules)")
-                )
-        provenance.write(model, policies=self.policies, trace_options=self.trace_options)
+                steps.extend(self._optimizer(tracker, "onnxscript.optimizer (after user rules)"))
+        provenance.write(
+            model,
+            policies=self.policies,
+            trace_options=self.trace_options,
+            walked=tracker.walked,
+        )
         return tuple(steps)
 
 
@@ -168,7 +183,7 @@ def _optimize_ir(model: ir.Model) -> None:
     onnxscript.optimizer.optimize_ir(model)
 
 
-def _run_optimizer_passes(model: ir.Model, provenance: Provenance, label: str) -> list[StepRecord]:
+def _run_optimizer_passes(tracker: _Tracker, label: str) -> list[StepRecord]:
     """optimize_ir's default pipeline run as its public passes, each step tracked.
 
     The loop is onnxscript's public ``fold_constants`` and ``rewrite`` (which applies the
@@ -176,13 +191,14 @@ def _run_optimizer_passes(model: ir.Model, provenance: Provenance, label: str) -
     the model, as optimize_ir's inner PassManager does; the options are optimize_ir's own
     defaults, read from its signature. A test compares the graph with optimize_ir's.
     """
+    model = tracker.model
     signature = inspect.signature(onnxscript.optimizer.optimize_ir)
     defaults = {name: parameter.default for name, parameter in signature.parameters.items()}
     steps: list[StepRecord] = []
 
     def step(name: str, run: Callable[[], object]) -> bool:
         state = model_state(model)
-        steps.append(track(model, provenance, f"{label}: {name}", run))
+        steps.append(tracker.track(f"{label}: {name}", run))
         return model_state(model) != state
 
     if defaults["inline"]:

@@ -60,9 +60,12 @@ def correspond(
     ``value_anchors`` maps new values to old values they equal, for graphs rebuilt by
     other tools.
     """
-    after_nodes = all_nodes(graph)
+    after_nodes, after_graphs = nodes_and_graphs(graph)
     if node_anchors is None:
-        matching = match_by_identity(before, graph, after_nodes, value_anchors)
+        matching = match_by_identity(before, after_graphs, after_nodes, value_anchors)
     else:
         matching = match_by_anchors(before, graph, after_nodes, node_anchors, value_anchors)
-    return assign_claims(before, after_nodes, matching)
+    change = assign_claims(before, after_nodes, matching)
+    change.after_nodes = after_nodes
+    change.after_graphs = after_graphs
+    return change

@@ -8,24 +8,24 @@ from collections.abc import Iterable, Mapping
 
 import onnx_ir as ir
 
-from modelprov.core._correspond._graph import Matching, Snapshot, all_graphs, new_and_removed
+from modelprov.core._correspond._graph import Matching, Snapshot, new_and_removed
 
 __all__ = ["match_by_identity"]
 
 
 def match_by_identity(
     before: Snapshot,
-    graph: ir.Graph,
+    graphs: list[ir.Graph],
     after_nodes: list[ir.Node],
     value_anchors: Mapping[ir.Value, ir.Value] | None = None,
 ) -> Matching:
-    """Matches ``graph`` (changed in place) against ``before`` by object identity;
-    ``value_anchors`` adds new value -> old value pairs known otherwise."""
+    """Matches the graph (changed in place; ``graphs``: it and its subgraphs, ``all_graphs``)
+    against ``before`` by object identity; ``value_anchors`` adds new value -> old value
+    pairs known otherwise."""
     old_set = set(before.inputs)
     same = {node: node for node in after_nodes if node in old_set}
     new_nodes, removed = new_and_removed(before, after_nodes, same)
     removed_set = set(removed)
-    graphs = all_graphs(graph)
     replaced = _value_replacements(before, graphs, same, value_anchors)
     _rename_anchors(before, new_nodes, removed_set, replaced)
     return Matching(
@@ -76,8 +76,12 @@ def _value_replacements(
         if old not in olds:
             olds.append(old)
 
+    old_inputs = before.inputs
     for node in surviving:
-        for old, new in zip(before.inputs[node], node.inputs, strict=False):
+        inputs = node.inputs
+        if old_inputs[node] is inputs:
+            continue  # the same tuple: onnx_ir replaces a node's inputs, never edits them
+        for old, new in zip(old_inputs[node], inputs, strict=False):
             record(old, new)
     for each in graphs:
         old_outputs = before.graph_outputs.get(each)

@@ -47,22 +47,45 @@ def assign_claims(before: Snapshot, after_nodes: list[ir.Node], matching: Matchi
 
     fallback: dict[ir.Node, set[ir.Node]] = {}
 
-    def region(entries: Iterable[ir.Value], stops: _Stops, *, loose: bool = False) -> set[ir.Node]:
-        """Removed nodes from ``entries`` back to ``stops``; ``loose`` also reads through
-        the input of a Shape or Size (what a fold of it does not compute)."""
-        claimed: set[ir.Node] = set()
-        stack = [before.producer[v] for v in entries if before.producer.get(v) in claimable]
+    def regions(entries: Iterable[ir.Value], stops: _Stops) -> tuple[set[ir.Node], set[ir.Node]]:
+        """Removed nodes from ``entries`` back to ``stops``, and the further ones reached
+        only by also reading through the input of a Shape or Size (what a fold of it does
+        not compute): one walk over data inputs, then one from the inputs whose shape alone
+        the claimed nodes read."""
+        claimed = _walk_back(
+            [before.producer.get(v) for v in entries], stops, before.data_inputs_of, set()
+        )
+        through = [
+            before.producer.get(value)
+            for node in claimed
+            for value in before.metadata_inputs_of(node)
+            if value not in stops
+        ]
+        if not any(through):
+            return claimed, set()
+        loose = _walk_back(through, stops, before.inputs.__getitem__, set(claimed))
+        return claimed, loose - claimed
+
+    def _walk_back(
+        starts: list[ir.Node | None],
+        stops: _Stops,
+        inputs_of: Callable[[ir.Node], Sequence[ir.Value | None]],
+        claimed: set[ir.Node],
+    ) -> set[ir.Node]:
+        """``claimed`` plus the claimable nodes upstream of ``starts`` back to ``stops``."""
+        producer_of = before.producer.get
+        stack = [node for node in starts if node in claimable]
         while stack:
             node = stack.pop()
             if node in claimed:
                 continue
             claimed.add(node)
-            read = before.inputs[node] if loose else before.data_inputs_of(node)
-            for value in read:
-                if value is None or value in stops:
+            for value in inputs_of(node):
+                if value is None:
                     continue
-                upstream = before.producer.get(value)
-                if upstream is not None and upstream in claimable:
+                # The cheap tests first: most inputs come from nodes that are not claimable.
+                upstream = producer_of(value)
+                if upstream in claimable and upstream not in claimed and value not in stops:
                     stack.append(upstream)
         return claimed
 
@@ -94,9 +117,17 @@ def assign_claims(before: Snapshot, after_nodes: list[ir.Node], matching: Matchi
             found = equivalents[value] = frozenset(old_equivalents(value))
         return found
 
+    stops_cache: dict[ir.Node, _Stops] = {}
+
     def stops_of(node: ir.Node) -> _Stops:
         """The old values above which ``node`` computes nothing: a union of sets shared
         with other nodes (a folded constant's old values can number thousands)."""
+        found = stops_cache.get(node)
+        if found is None:
+            found = stops_cache[node] = _stops_of(node)
+        return found
+
+    def _stops_of(node: ir.Node) -> _Stops:
         sets: list[Container[ir.Value]] = []
         reads = known_reads.get(node)
         if reads:
@@ -123,10 +154,9 @@ def assign_claims(before: Snapshot, after_nodes: list[ir.Node], matching: Matchi
         produced.setdefault(producer, set()).update(
             before.producer[old] for old in olds if before.producer.get(old) in claimable
         )
-        claim = region(olds, stops)
+        claim, extra = regions(olds, stops)
         if claim:
             absorbed.setdefault(producer, set()).update(claim)
-        extra = region(olds, stops, loose=True) - claim
         if extra:
             fallback.setdefault(producer, set()).update(extra)
     # A value without producer (folded constant, graph input) took old values' places:
@@ -156,10 +186,9 @@ def assign_claims(before: Snapshot, after_nodes: list[ir.Node], matching: Matchi
             if old_consumer is None and not absorbed.get(consumer):
                 entries = list(olds)
             stops = stops_of(consumer).without(entries)
-            claim = region(entries, stops)
+            claim, extra = regions(entries, stops)
             if claim:
                 absorbed.setdefault(consumer, set()).update(claim)
-            extra = region(entries, stops, loose=True) - claim
             if extra:
                 fallback.setdefault(consumer, set()).update(extra)
 
@@ -208,7 +237,10 @@ class _Stops:
     def __contains__(self, value: ir.Value) -> bool:
         if value in self._excluded:
             return False
-        return any(value in each for each in self._sets)
+        for each in self._sets:  # noqa: SIM110  # a loop: cheaper than any() over a generator
+            if value in each:
+                return True
+        return False
 
     def without(self, values: Iterable[ir.Value]) -> _Stops:
         """These stops minus ``values``."""

@@ -4,7 +4,7 @@ record of what one change did to it."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 import onnx_ir as ir
 
@@ -16,6 +16,7 @@ __all__ = [
     "all_graphs",
     "all_nodes",
     "data_inputs",
+    "metadata_inputs",
     "new_and_removed",
     "nodes_and_graphs",
 ]
@@ -30,14 +31,25 @@ _GRAPH = ir.AttributeType.GRAPH
 _GRAPH_KINDS = (_GRAPH, ir.AttributeType.GRAPHS)
 
 
+_PARTIAL_READERS = METADATA_READERS | {"CastLike"}
+
+
 def data_inputs(node: ir.Node, inputs: Iterable[ir.Value | None]) -> list[ir.Value]:
     """The inputs whose contents the node reads (a Shape or Size reads none)."""
-    if node.domain in ("", "ai.onnx"):
+    if node.op_type in _PARTIAL_READERS and node.domain in ("", "ai.onnx"):
         if node.op_type in METADATA_READERS:
             return []
-        if node.op_type == "CastLike":
-            inputs = list(inputs)[:1]
+        inputs = list(inputs)[:1]  # CastLike
     return [value for value in inputs if value is not None]
+
+
+def metadata_inputs(node: ir.Node, inputs: Sequence[ir.Value | None]) -> list[ir.Value]:
+    """The inputs of which the node reads only the shape or dtype: the rest of ``inputs``
+    after ``data_inputs``."""
+    if node.op_type not in _PARTIAL_READERS or node.domain not in ("", "ai.onnx"):
+        return []
+    read = inputs if node.op_type in METADATA_READERS else inputs[1:]
+    return [value for value in read if value is not None]
 
 
 def all_nodes(graph: ir.Graph) -> list[ir.Node]:
@@ -105,11 +117,12 @@ class Snapshot:
     )
 
     @classmethod
-    def of(cls, graph: ir.Graph) -> Snapshot:
-        """Takes a snapshot of ``graph`` and all its subgraphs."""
-        nodes: list[ir.Node] = []
-        graphs = [graph]
-        _walk(graph, nodes, graphs)  # all_nodes and all_graphs in one walk
+    def of(
+        cls, graph: ir.Graph, *, walked: tuple[list[ir.Node], list[ir.Graph]] | None = None
+    ) -> Snapshot:
+        """Takes a snapshot of ``graph`` and all its subgraphs. ``walked``, when given, is
+        ``nodes_and_graphs(graph)`` of the graph as it is now (read once by the caller)."""
+        nodes, graphs = walked if walked is not None else nodes_and_graphs(graph)
         inputs = {node: tuple(node.inputs) for node in nodes}
         outputs = {node: tuple(node.outputs) for node in nodes}
         producer = {value: node for node in nodes for value in node.outputs}
@@ -133,6 +146,10 @@ class Snapshot:
             found = self._data_inputs[node] = data_inputs(node, self.inputs[node])
         return found
 
+    def metadata_inputs_of(self, node: ir.Node) -> list[ir.Value]:
+        """``metadata_inputs`` of a node of the snapshot, over its inputs then."""
+        return metadata_inputs(node, self.inputs[node])
+
     def constant_nodes(self) -> set[ir.Node]:
         """Nodes whose outputs do not depend on any graph input's contents (constants,
         shape arithmetic): ``Shape`` and ``Size`` read only their input's metadata."""
@@ -145,13 +162,14 @@ class Snapshot:
             graph_inputs.update(v for v in graph.inputs if v not in initializers)
         dynamic: set[ir.Value] = set(graph_inputs)
         constant: set[ir.Node] = set()
+        inputs, outputs = self.inputs, self.outputs
         for node in self.nodes:
-            if any(v in dynamic for v in self.data_inputs_of(node)):
-                dynamic.update(self.outputs[node])
-            elif node.op_type not in _SUBGRAPH_OPS:
-                constant.add(node)
+            op_type = node.op_type
+            read = self.data_inputs_of(node) if op_type in _PARTIAL_READERS else inputs[node]
+            if not dynamic.isdisjoint(read) or op_type in _SUBGRAPH_OPS:
+                dynamic.update(outputs[node])
             else:
-                dynamic.update(self.outputs[node])
+                constant.add(node)
         self._constant_nodes = constant
         return constant
 
@@ -179,6 +197,8 @@ class Change:
         constant: old nodes that computed constants (no graph input's contents).
         produced: for new nodes, the removed nodes whose output values their outputs
             replaced (what the node itself now computes, even when it is a constant).
+        after_nodes: every node of the graph after the change (``all_nodes`` order).
+        after_graphs: the graph after the change and its subgraphs (``all_graphs``).
     """
 
     absorbed: dict[ir.Node, set[ir.Node]]
@@ -191,6 +211,8 @@ class Change:
     fallback: dict[ir.Node, set[ir.Node]] = dataclasses.field(default_factory=dict)
     constant: set[ir.Node] = dataclasses.field(default_factory=set)
     produced: dict[ir.Node, set[ir.Node]] = dataclasses.field(default_factory=dict)
+    after_nodes: list[ir.Node] = dataclasses.field(default_factory=list)
+    after_graphs: list[ir.Graph] = dataclasses.field(default_factory=list)
 
 
 def new_and_removed(

@@ -11,7 +11,7 @@ import onnx
 import onnx_ir as ir
 import onnx_ir.passes.common as common
 
-from modelprov.core._correspond import Snapshot, all_nodes, correspond
+from modelprov.core._correspond import Snapshot, all_graphs, all_nodes, correspond
 from modelprov.core._correspond._anchors_identity import match_by_identity
 from modelprov.core._correspond._anchors_named import match_by_anchors
 from modelprov.core._correspond._claims import assign_claims
@@ -40,7 +40,7 @@ def test_identity_pairs_surviving_objects_and_reads_replacements_off_consumers()
     )
     before = Snapshot.of(model.graph)
     common.CommonSubexpressionEliminationPass()(model)
-    matching = match_by_identity(before, model.graph, all_nodes(model.graph))
+    matching = match_by_identity(before, all_graphs(model.graph), all_nodes(model.graph))
     kept_relu, add = list(model.graph)
     assert matching.same == {kept_relu: kept_relu, add: add}
     assert _names(matching.removed) == ["n1"]
@@ -62,7 +62,7 @@ def test_identity_makes_a_node_left_dead_by_an_in_place_replacement_claimable() 
     fused = ir.node("Abs", [neg.inputs[0]])
     model.graph.insert_before(relu, fused)
     relu.replace_input_with(0, fused.outputs[0])
-    matching = match_by_identity(before, model.graph, all_nodes(model.graph))
+    matching = match_by_identity(before, all_graphs(model.graph), all_nodes(model.graph))
     assert neg in matching.same
     assert neg in matching.claimable
     assert relu not in matching.claimable
