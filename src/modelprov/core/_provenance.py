@@ -171,30 +171,35 @@ class Provenance:
         given to it only if no node keeps them otherwise (recall wins), and marked
         (:data:`KEPT_FOR_RECALL_KEY`).
         """
-        operations: set[int] = set()
-        for old, ids in self.node_sources.items():
-            if old not in change.constant:
-                operations.update(ids)
+        empty: frozenset[int] = frozenset()
+        node_sources = self.node_sources
+        recall = self.kept_for_recall
+        constant = change.constant
+        operations: set[int] = set().union(
+            *[ids for old, ids in node_sources.items() if old not in constant]
+        )
         updated: dict[ir.Node, frozenset[int]] = {}
         deferred: dict[ir.Node, set[int]] = {}
         for node, old in change.same.items():
-            marked = self.kept_for_recall.get(old, frozenset())
-            updated[node] = self.node_sources.get(old, frozenset()) - marked
+            marked = recall.get(old) if recall else None
             if marked:
+                updated[node] = node_sources.get(old, empty) - marked
                 deferred.setdefault(node, set()).update(marked)
+            else:
+                updated[node] = node_sources.get(old, empty)  # the same set: no copy
         for node, claimed in change.absorbed.items():
-            computed = set(updated.get(node, frozenset()))
+            computed = set(updated.get(node, empty))
             own_outputs = change.produced.get(node, set())
             for old_node in claimed:
-                if old_node not in change.constant or old_node in own_outputs:
-                    marked = self.kept_for_recall.get(old_node, frozenset())
-                    computed.update(self.node_sources.get(old_node, frozenset()) - marked)
+                if old_node not in constant or old_node in own_outputs:
+                    marked = recall.get(old_node, empty)
+                    computed.update(node_sources.get(old_node, empty) - marked)
                     deferred.setdefault(node, set()).update(marked)
             merged = set(computed)
             for old_node in claimed:
-                if old_node not in change.constant or old_node in own_outputs:
+                if old_node not in constant or old_node in own_outputs:
                     continue
-                for index in self.node_sources.get(old_node, frozenset()):
+                for index in node_sources.get(old_node, empty):
                     if index in computed or index not in operations:
                         merged.add(index)
                     else:
@@ -202,31 +207,27 @@ class Provenance:
             updated[node] = frozenset(merged)
         for node, extra in change.fallback.items():
             for old_node in extra:
-                deferred.setdefault(node, set()).update(
-                    self.node_sources.get(old_node, frozenset())
-                )
-        strict: set[int] = set()
-        for sources in updated.values():
-            strict.update(sources)
+                deferred.setdefault(node, set()).update(node_sources.get(old_node, empty))
         kept_for_recall: dict[ir.Node, frozenset[int]] = {}
-        for node, indices in deferred.items():
-            missing = frozenset(indices - strict)
-            if missing:
-                updated[node] = updated.get(node, frozenset()) | missing
-                kept_for_recall[node] = missing
+        if deferred:
+            strict: set[int] = set().union(*updated.values())
+            for node, indices in deferred.items():
+                missing = frozenset(indices - strict)
+                if missing:
+                    updated[node] = updated.get(node, empty) | missing
+                    kept_for_recall[node] = missing
         self.kept_for_recall = kept_for_recall
+        value_sources = self.value_sources
         for new_value, olds in change.replaced.items():
-            merged = set(self.value_sources.get(new_value, frozenset()))
+            merged = set(value_sources.get(new_value, empty))
             for old_value in olds:
-                merged.update(self.value_sources.get(old_value, frozenset()))
-            self.value_sources[new_value] = frozenset(merged)
+                merged.update(value_sources.get(old_value, empty))
+            value_sources[new_value] = frozenset(merged)
         walked = change.after_graphs and change.after_graphs[0] is graph
         current = change.after_nodes if walked else all_nodes(graph)
-        kept: set[int] = set()
-        for node in current:
-            kept.update(updated.setdefault(node, frozenset()))
+        kept: set[int] = set().union(*[updated.setdefault(node, empty) for node in current])
         for node in change.removed:
-            for index in self.node_sources.get(node, frozenset()):
+            for index in node_sources.get(node, empty):
                 if index not in kept:
                     self.lost.add(index)
         self.lost -= kept
@@ -234,7 +235,7 @@ class Provenance:
         live_values = {value for node in current for value in node.outputs}
         self.value_sources = {
             value: sources
-            for value, sources in self.value_sources.items()
+            for value, sources in value_sources.items()
             if value in live_values or value.producer() is None
         }
 

@@ -194,6 +194,14 @@ def fx_node_name(metadata: Mapping[str, str]) -> str:
     return fx_node_text_name(metadata.get(FX_NODE_KEY, ""))
 
 
+class _StringPool(dict[str, int]):
+    """Texts and their indices in order of first use: ``pool[text]`` adds a new text."""
+
+    def __missing__(self, text: str) -> int:
+        index = self[text] = len(self)
+        return index
+
+
 class SourceTable:
     """All sources of a model, in order of first appearance in the unoptimized export.
 
@@ -279,18 +287,15 @@ class SourceTable:
         verbatim) but keep their place in ``order``. Values are pooled, stack traces by
         frame; the document is zlib-compressed and base64-encoded when that is smaller.
         """
-        pool: dict[str, int] = {}
-        intern = pool.setdefault  # intern(text, len(pool)): the text's index, added if new
+        pool = _StringPool()
+        intern = pool.__getitem__  # the text's index, added if new
         split_chunks = _stack_trace.split_chunks
         entries = []
         for source_id, source_metadata in zip(self._ids, self._metadata, strict=True):
             if source_id in carried:
                 continue
             metadata = [
-                [
-                    intern(key, len(pool)),
-                    *[intern(chunk, len(pool)) for chunk in split_chunks(value)],
-                ]
+                [intern(key), *map(intern, split_chunks(value))]
                 for key, value in source_metadata.items()
             ]
             entries.append({"id": source_id, "metadata": metadata})
@@ -552,8 +557,17 @@ def collect_sources(
     return table, node_ids
 
 
+_JSON_ESCAPED = re.compile(r'[\x00-\x1f"\\]')
+"""Characters a JSON string escapes (``json.dumps`` with ``ensure_ascii=False``)."""
+
+
 def dump_ids(ids: Sequence[str]) -> str:
     """The node-level ``modelprov.sources`` value: a JSON array of source ids."""
+    if not ids:
+        return "[]"
+    joined = '","'.join(ids)
+    if _JSON_ESCAPED.search(joined) is None:  # nothing to escape: json.dumps' exact text
+        return f'["{joined}"]'
     return json.dumps(list(ids), ensure_ascii=False, separators=(",", ":"))
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from modelprov.core._sources import Source, SourceTable, collect_sources, dump_ids
 from modelprov.errors import MetadataError
@@ -211,3 +213,17 @@ def test_collect_sources_keeps_sources_of_a_stored_table() -> None:
         {}, [("n0", {"modelprov.sources": '["t0"]'})], stored_table=SourceTable([built])
     )
     assert ids == [["t0"]] and table[0] is built
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text()))
+def test_dump_ids_writes_what_json_writes(ids: list[str]) -> None:
+    # The fast path (ids with nothing to escape) must give json.dumps' exact text.
+    assert dump_ids(ids) == json.dumps(ids, ensure_ascii=False, separators=(",", ":"))
+    assert json.loads(dump_ids(ids)) == ids
+
+
+def test_dump_ids_escapes_quotes_backslashes_and_control_characters() -> None:
+    ids = ['a"b', "c\\d", "e\nf", "g\x00", "plain", "ünï"]
+    for source_id in ids:
+        assert json.loads(dump_ids([source_id, "x"])) == [source_id, "x"]

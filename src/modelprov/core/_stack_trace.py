@@ -354,6 +354,18 @@ def format_merged_traces(traces: Iterable[str], *, max_bytes: int | None = None)
 
     Already-merged values are flattened first, so merging is associative and idempotent.
     """
+    if max_bytes is None:
+        return _format_merged_cached(tuple(traces))
+    return _format_merged(traces, max_bytes)
+
+
+@functools.lru_cache(maxsize=512)
+def _format_merged_cached(traces: tuple[str, ...]) -> str:
+    # Cached: the layers of a model fuse the same code, so their merged traces repeat.
+    return _format_merged(traces, None)
+
+
+def _format_merged(traces: Iterable[str], max_bytes: int | None) -> str:
     distinct: list[str] = []
     seen: set[str] = set()
     for value in traces:

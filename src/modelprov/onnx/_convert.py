@@ -84,13 +84,15 @@ def _detach_attribute_tensors(model: ir.Model) -> None:
     nodes = all_nodes(model.graph)
     for function in model.functions.values():
         nodes.extend(ir.traversal.RecursiveGraphIterator(function))
+    tensor_type = ir.AttributeType.TENSOR
     for node in nodes:
         attributes = node.attributes
         # ``Attributes`` is a UserDict: its ``data`` dict iterates without per-item calls.
+        data = getattr(attributes, "data", attributes)
+        if not data:
+            continue
         tensors = [
-            (name, attribute)
-            for name, attribute in getattr(attributes, "data", attributes).items()
-            if attribute.type == ir.AttributeType.TENSOR
+            (name, attribute) for name, attribute in data.items() if attribute.type == tensor_type
         ]
         for name, attribute in tensors:
             # The value of a TENSOR attribute is its tensor: as_tensor()'s runtime protocol

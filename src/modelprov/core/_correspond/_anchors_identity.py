@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping
 
 import onnx_ir as ir
 
-from modelprov.core._correspond._graph import Matching, Snapshot, new_and_removed
+from modelprov.core._correspond._graph import Matching, Snapshot
 
 __all__ = ["match_by_identity"]
 
@@ -22,9 +22,11 @@ def match_by_identity(
     """Matches the graph (changed in place; ``graphs``: it and its subgraphs, ``all_graphs``)
     against ``before`` by object identity; ``value_anchors`` adds new value -> old value
     pairs known otherwise."""
-    old_set = set(before.inputs)
-    same = {node: node for node in after_nodes if node in old_set}
-    new_nodes, removed = new_and_removed(before, after_nodes, same)
+    old_nodes = before.inputs  # a dict by old node: membership without another set
+    same = {node: node for node in after_nodes if node in old_nodes}
+    # A surviving node is its own old node: ``same`` answers for both sides.
+    new_nodes = [node for node in after_nodes if node not in same]
+    removed = [node for node in before.nodes if node not in same]
     removed_set = set(removed)
     replaced = _value_replacements(before, graphs, same, value_anchors)
     _rename_anchors(before, new_nodes, removed_set, replaced)
