@@ -47,47 +47,52 @@ def assign_claims(before: Snapshot, after_nodes: list[ir.Node], matching: Matchi
 
     fallback: dict[ir.Node, set[ir.Node]] = {}
 
+    producer_of = before.producer.get
+    reads_of = before.reads_of
+    inputs_of = before.inputs.__getitem__
+    nothing: set[ir.Node] = set()
+
     def regions(entries: Iterable[ir.Value], stops: _Stops) -> tuple[set[ir.Node], set[ir.Node]]:
         """Removed nodes from ``entries`` back to ``stops``, and the further ones reached
         only by also reading through the input of a Shape or Size (what a fold of it does
         not compute): one walk over data inputs, then one from the inputs whose shape alone
         the claimed nodes read."""
-        claimed = _walk_back(
-            [before.producer.get(v) for v in entries], stops, before.data_inputs_of, set()
-        )
-        through = [
-            before.producer.get(value)
-            for node in claimed
-            for value in before.metadata_inputs_of(node)
-            if value not in stops
-        ]
-        if not any(through):
-            return claimed, set()
-        loose = _walk_back(through, stops, before.inputs.__getitem__, set(claimed))
-        return claimed, loose - claimed
-
-    def _walk_back(
-        starts: list[ir.Node | None],
-        stops: _Stops,
-        inputs_of: Callable[[ir.Node], Sequence[ir.Value | None]],
-        claimed: set[ir.Node],
-    ) -> set[ir.Node]:
-        """``claimed`` plus the claimable nodes upstream of ``starts`` back to ``stops``."""
-        producer_of = before.producer.get
-        stack = [node for node in starts if node in claimable]
+        claimed: set[ir.Node] = set()
+        through: list[ir.Value] = []
+        stack = [node for value in entries if (node := producer_of(value)) in claimable]
         while stack:
             node = stack.pop()
             if node in claimed:
                 continue
             claimed.add(node)
-            for value in inputs_of(node):
-                if value is None:
-                    continue
+            data, shape_only = reads_of(node)
+            for value in data:
                 # The cheap tests first: most inputs come from nodes that are not claimable.
                 upstream = producer_of(value)
                 if upstream in claimable and upstream not in claimed and value not in stops:
                     stack.append(upstream)
-        return claimed
+            if shape_only:
+                through.extend(shape_only)
+        if not through:
+            return claimed, nothing
+        loose = set(claimed)
+        stack = [
+            node
+            for value in through
+            if (node := producer_of(value)) in claimable and value not in stops
+        ]
+        while stack:
+            node = stack.pop()
+            if node in loose:
+                continue
+            loose.add(node)
+            for read in inputs_of(node):
+                if read is None:
+                    continue
+                upstream = producer_of(read)
+                if upstream in claimable and upstream not in loose and read not in stops:
+                    stack.append(upstream)
+        return claimed, loose - claimed
 
     # What each new node reads, as old values: through the fresh values of other new
     # nodes back to values the old graph knew (a new node computes nothing above them).

@@ -4,7 +4,8 @@ record of what one change did to it."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping, Sequence
+import typing
+from collections.abc import Mapping, Sequence
 
 import onnx_ir as ir
 
@@ -34,13 +35,15 @@ _GRAPH_KINDS = (_GRAPH, ir.AttributeType.GRAPHS)
 _PARTIAL_READERS = METADATA_READERS | {"CastLike"}
 
 
-def data_inputs(node: ir.Node, inputs: Iterable[ir.Value | None]) -> list[ir.Value]:
+def data_inputs(node: ir.Node, inputs: Sequence[ir.Value | None]) -> Sequence[ir.Value]:
     """The inputs whose contents the node reads (a Shape or Size reads none)."""
     if node.op_type in _PARTIAL_READERS and node.domain in ("", "ai.onnx"):
         if node.op_type in METADATA_READERS:
-            return []
-        inputs = list(inputs)[:1]  # CastLike
-    return [value for value in inputs if value is not None]
+            return ()
+        inputs = inputs[:1]  # CastLike
+    if None in inputs:
+        return [value for value in inputs if value is not None]
+    return typing.cast("tuple[ir.Value, ...]", tuple(inputs))  # None is not among them
 
 
 def metadata_inputs(node: ir.Node, inputs: Sequence[ir.Value | None]) -> list[ir.Value]:
@@ -112,7 +115,10 @@ class Snapshot:
     boundary: set[ir.Value]
     """Graph inputs and initializers: values without a producing node."""
     _constant_nodes: set[ir.Node] | None = dataclasses.field(default=None, repr=False)
-    _data_inputs: dict[ir.Node, list[ir.Value]] = dataclasses.field(
+    _data_inputs: dict[ir.Node, Sequence[ir.Value]] = dataclasses.field(
+        default_factory=dict, repr=False
+    )
+    _reads: dict[ir.Node, tuple[Sequence[ir.Value], list[ir.Value]]] = dataclasses.field(
         default_factory=dict, repr=False
     )
 
@@ -139,16 +145,24 @@ class Snapshot:
             boundary=boundary,
         )
 
-    def data_inputs_of(self, node: ir.Node) -> list[ir.Value]:
+    def data_inputs_of(self, node: ir.Node) -> Sequence[ir.Value]:
         """``data_inputs`` of a node of the snapshot, over its inputs then (cached)."""
         found = self._data_inputs.get(node)
         if found is None:
             found = self._data_inputs[node] = data_inputs(node, self.inputs[node])
         return found
 
-    def metadata_inputs_of(self, node: ir.Node) -> list[ir.Value]:
-        """``metadata_inputs`` of a node of the snapshot, over its inputs then."""
-        return metadata_inputs(node, self.inputs[node])
+    def reads_of(self, node: ir.Node) -> tuple[Sequence[ir.Value], list[ir.Value]]:
+        """``data_inputs`` and ``metadata_inputs`` of a node of the snapshot, over its
+        inputs then (cached)."""
+        found = self._reads.get(node)
+        if found is None:
+            inputs = self.inputs[node]
+            found = self._reads[node] = (
+                self.data_inputs_of(node),
+                metadata_inputs(node, inputs) if node.op_type in _PARTIAL_READERS else [],
+            )
+        return found
 
     def constant_nodes(self) -> set[ir.Node]:
         """Nodes whose outputs do not depend on any graph input's contents (constants,
