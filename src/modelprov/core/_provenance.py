@@ -78,10 +78,10 @@ class Provenance:
         props = [node.metadata_props for node in nodes]
         table, node_ids = collect_sources(
             dict(model.metadata_props),
-            [
+            (  # one pass: no list of pairs is kept
                 (node.name or f"{node.op_type}@{position}", metadata)  # node_label
                 for position, (node, metadata) in enumerate(zip(nodes, props, strict=True))
-            ],
+            ),
         )
         if trace_options is not None:
             table = SourceTable(_rewritten(source, trace_options) for source in table)
@@ -253,9 +253,7 @@ class Provenance:
         max_bytes = trace_options.max_bytes if trace_options is not None else None
         table = self.table
         scopes = _KeyScopes(policies)
-        source_keys: set[str] = set()
-        for index in range(len(table)):
-            source_keys.update(table.metadata_of(index))
+        source_keys: set[str] | None = None  # every source's keys, when first needed
         nodes, graphs = walked if walked is not None else nodes_and_graphs(model.graph)
         derived = self._derived(nodes, graphs)
         carried: set[str] = set()
@@ -292,6 +290,8 @@ class Provenance:
             if props != merged or not all(map(operator.eq, props, merged)):
                 # Unless the node holds exactly ``merged`` already (a node left as it was
                 # read): ``merged``, then the node's keys of no source and not modelprov's.
+                if source_keys is None:
+                    source_keys = set().union(*map(table.metadata_of, range(len(table))))
                 foreign = {
                     key: value
                     for key, value in props.items()

@@ -468,7 +468,7 @@ def original_metadata(metadata: Mapping[str, str]) -> dict[str, str]:
 
 def collect_sources(
     model_metadata: Mapping[str, str],
-    nodes: Sequence[tuple[str, Mapping[str, str]]],
+    nodes: Iterable[tuple[str, Mapping[str, str]]],
     *,
     stored_table: SourceTable | None = None,
 ) -> tuple[SourceTable, list[list[str]]]:
@@ -496,10 +496,13 @@ def collect_sources(
     variants: dict[str, int] = {}
     node_ids: list[list[str]] = []
     reserved_mark = "\n" + RESERVED_PREFIX
+    named: list[str] = []  # ids that nodes name, to be found in the table
     for label, metadata in nodes:
         ids_text = metadata.get(NODE_SOURCES_KEY)
         if ids_text is not None:
-            node_ids.append(parse_ids(ids_text, where=f"node {label!r}"))
+            ids = parse_ids(ids_text, where=f"node {label!r}")
+            named.extend(ids)
+            node_ids.append(ids)
             continue
         try:
             # One scan of all keys at once; a key with the prefix (or a newline that fakes
@@ -539,7 +542,7 @@ def collect_sources(
                     )
             found[source_id] = types.MappingProxyType(dict(original))
         node_ids.append([source_id])
-    missing = [i for ids in node_ids for i in ids if i not in found]
+    missing = [i for i in named if i not in found]
     if missing:
         raise MetadataError(
             f"nodes name source {missing[0]!r}, which the model's {TABLE_KEY!r} table does "
