@@ -7,6 +7,7 @@ command-line ones (Ctrl-C, SIGTERM, a closed stdout) are in the slow tier.
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import signal
 import subprocess
@@ -155,3 +156,27 @@ def test_ctrl_c_and_sigterm_are_quiet_and_leave_no_output(
     assert process.returncode == 130, stderr
     assert "Traceback" not in stderr and stderr.strip().splitlines()[-1].startswith("modelprov:")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["big.onnx"]
+
+
+# A timer raises a real SIGINT 50 ms after the launcher starts, well inside the import of
+# modelprov (about a second): what Ctrl-C right after typing the command does.
+_CTRL_C_WHILE_IMPORTING = """
+import os, signal, sys
+signal.signal(signal.SIGALRM, lambda *_: os.kill(os.getpid(), signal.SIGINT))
+signal.setitimer(signal.ITIMER_REAL, 0.05)
+import _modelprov_launch
+sys.exit(_modelprov_launch.main())
+"""
+
+
+def test_ctrl_c_while_the_command_line_starts_is_quiet() -> None:
+    process = _python(_CTRL_C_WHILE_IMPORTING, "audit", "missing.onnx")
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130, stderr
+    assert "Traceback" not in stderr, stderr
+    assert stderr.strip() == "modelprov: interrupted while starting; nothing was written"
+
+
+def test_the_console_script_starts_through_the_launcher() -> None:
+    (script,) = importlib.metadata.entry_points(group="console_scripts", name="modelprov")
+    assert script.value == "_modelprov_launch:main"

@@ -500,7 +500,9 @@ def collect_sources(
     for label, metadata in nodes:
         ids_text = metadata.get(NODE_SOURCES_KEY)
         if ids_text is not None:
-            ids = parse_ids(ids_text, where=f"node {label!r}")
+            ids = compact_ids(ids_text)
+            if ids is None:
+                ids = parse_ids(ids_text, where=f"node {label!r}")
             named.extend(ids)
             node_ids.append(ids)
             continue
@@ -574,8 +576,23 @@ def dump_ids(ids: Sequence[str]) -> str:
     return json.dumps(list(ids), ensure_ascii=False, separators=(",", ":"))
 
 
+_COMPACT_IDS = re.compile(r'\["[^"\\\x00-\x1f]*"(?:,"[^"\\\x00-\x1f]*")*\]|\[\]')
+"""The form ``dump_ids`` writes when no id needs escaping: ``["a","b"]`` or ``[]``."""
+
+
+def compact_ids(value: object) -> list[str] | None:
+    """The ids of a ``modelprov.sources`` value in the compact form ``dump_ids`` writes
+    (no escapes, no spaces), read without a JSON parser; None for any other text."""
+    if type(value) is not str or _COMPACT_IDS.fullmatch(value) is None:
+        return None
+    return value[2:-2].split('","') if len(value) > 2 else []
+
+
 def parse_ids(value: str, *, where: str) -> list[str]:
     """Parses a node-level ``modelprov.sources`` value."""
+    compact = compact_ids(value)
+    if compact is not None:
+        return compact
     try:
         parsed = json.loads(value) if isinstance(value, str) else None
     except (ValueError, RecursionError):

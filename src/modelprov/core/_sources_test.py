@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from modelprov.core._sources import Source, SourceTable, collect_sources, dump_ids
+from modelprov.core._sources import Source, SourceTable, collect_sources, dump_ids, parse_ids
 from modelprov.errors import MetadataError
 
 TRACE = 'File "/m.py", line 4, in forward\n    k = k.transpose(1, 2)'
@@ -227,3 +227,25 @@ def test_dump_ids_escapes_quotes_backslashes_and_control_characters() -> None:
     ids = ['a"b', "c\\d", "e\nf", "g\x00", "plain", "ünï"]
     for source_id in ids:
         assert json.loads(dump_ids([source_id, "x"])) == [source_id, "x"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text()))
+def test_parse_ids_reads_what_dump_ids_writes(ids: list[str]) -> None:
+    assert parse_ids(dump_ids(ids), where="n") == ids
+
+
+@pytest.mark.parametrize(
+    "text",
+    ['["a", "b"]', ' ["a"]', '["a\\u0041"]', '["a\\"b"]', '["é"]', '["a","b"]', "[]", '[""]'],
+)
+def test_parse_ids_agrees_with_json_on_every_form(text: str) -> None:
+    # The compact fast path and the JSON parser give the same ids.
+    assert parse_ids(text, where="n") == json.loads(text)
+
+
+@pytest.mark.parametrize("text", ['["a"b"]', '["a",]', '["a\\x01"]', "[1]", '{"a":1}', '["a"'])
+def test_parse_ids_rejects_what_json_rejects(text: str) -> None:
+    text = text.replace("\\x01", "\x01")
+    with pytest.raises(MetadataError, match="JSON array of source ids"):
+        parse_ids(text, where="n")

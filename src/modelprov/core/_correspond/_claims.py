@@ -132,6 +132,15 @@ def assign_claims(before: Snapshot, after_nodes: list[ir.Node], matching: Matchi
             found = stops_cache[node] = _stops_of(node)
         return found
 
+    input_sets: dict[ir.Node, set[ir.Value]] = {}
+
+    def old_inputs(old: ir.Node) -> set[ir.Value]:
+        """The values an old node read (shared: callers only test membership)."""
+        found = input_sets.get(old)
+        if found is None:
+            found = input_sets[old] = {v for v in before.inputs[old] if v is not None}
+        return found
+
     def _stops_of(node: ir.Node) -> _Stops:
         sets: list[Container[ir.Value]] = []
         reads = known_reads.get(node)
@@ -144,7 +153,7 @@ def assign_claims(before: Snapshot, after_nodes: list[ir.Node], matching: Matchi
                     sets.append(olds)
         old = old_of.get(node)
         if old is not None:
-            sets.append({v for v in before.inputs[old] if v is not None})
+            sets.append(old_inputs(old))
         return _Stops(sets)
 
     absorbed: dict[ir.Node, set[ir.Node]] = {}
@@ -174,7 +183,7 @@ def assign_claims(before: Snapshot, after_nodes: list[ir.Node], matching: Matchi
         for consumer in consumers_now.get(new_value, ()):
             old_consumer = old_of.get(consumer)
             if old_consumer is not None:
-                read = {v for v in before.inputs[old_consumer] if v is not None}
+                read = old_inputs(old_consumer)
             else:
                 read = {
                     v
