@@ -383,41 +383,49 @@ class Provenance:
         """The merged metadata of a node with these sources (sorted indices)."""
         merged: dict[str, str] = {}
         table = self.table
-        metadata = [table.metadata_of(index) for index in indices]
-        if len(metadata) == 1:
-            entries = []
+        if len(indices) == 1:
+            # One source: its values as they are, except value-scoped keys (their policy
+            # decides, e.g. from_output drops a value the node does not produce).
+            index = indices[0]
+            source_id, flag = table.id_of(index), index in outputs
+            for key, value in table.metadata_of(index).items():
+                if not policies.is_value_scoped(key):
+                    merged[key] = value
+                    continue
+                if value:
+                    ctx = MergeContext(key, label, (flag,), (source_id,))
+                    result = policies.merge(key, [value], ctx)
+                else:  # an empty value counts as none, as with several sources
+                    result = policies.merge(key, [], MergeContext(key, label))
+                if result is not None:
+                    merged[key] = result
+            per_key: dict[str, tuple[list[str], list[str], list[bool]]] = {}
         else:
-            entries = [
-                (each, table.id_of(index), index in outputs)
-                for each, index in zip(metadata, indices, strict=True)
-            ]
-        for key in _ordered_keys(metadata):
-            if len(metadata) == 1 and not policies.is_value_scoped(key):
-                result: str | None = metadata[0][key]
-            else:
-                if len(metadata) == 1:
-                    entries = [(metadata[0], table.id_of(indices[0]), indices[0] in outputs)]
-                values: list[str] = []
-                ids: list[str] = []
-                flags: list[bool] = []
-                for each, source_id, flag in entries:
-                    value = each.get(key)
+            # Every key's non-empty values with their source ids and output flags, keys in
+            # order of first appearance, values in source order: one pass over the sources.
+            per_key = {}
+            for index in indices:
+                source_id = table.id_of(index)
+                flag = index in outputs
+                for key, value in table.metadata_of(index).items():
+                    found = per_key.get(key)
+                    if found is None:
+                        found = per_key[key] = ([], [], [])
                     if value:
-                        values.append(value)
-                        ids.append(source_id)
-                        flags.append(flag)
-                ctx = MergeContext(key, label, tuple(flags), tuple(ids))
-                result = policies.merge(key, values, ctx)
-            if result is None:
-                continue
-            if (
-                key == STACK_TRACE_KEY
-                and max_bytes is not None
-                and len(result.encode()) > max_bytes
-            ):
-                values, _ = _values_of(table, indices, key)
-                result = _stack_trace.format_merged_traces(values, max_bytes=max_bytes)
-            merged[key] = result
+                        found[0].append(value)
+                        found[1].append(source_id)
+                        found[2].append(flag)
+        for key, (values, ids, flags) in per_key.items():
+            result = policies.merge(key, values, MergeContext(key, label, tuple(flags), tuple(ids)))
+            if result is not None:
+                merged[key] = result
+        if max_bytes is not None:
+            trace = merged.get(STACK_TRACE_KEY)
+            if trace is not None and len(trace.encode()) > max_bytes:
+                values, _ = _values_of(table, indices, STACK_TRACE_KEY)
+                merged[STACK_TRACE_KEY] = _stack_trace.format_merged_traces(
+                    values, max_bytes=max_bytes
+                )
         return merged
 
 
