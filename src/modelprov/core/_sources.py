@@ -304,7 +304,8 @@ class SourceTable:
             "strings": list(pool),
             "sources": entries,
         }
-        plain = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+        # Lists and dicts built just above hold no cycles: no need for json to look for them.
+        plain = json.dumps(body, ensure_ascii=False, separators=(",", ":"), check_circular=False)
         packed = base64.b64encode(zlib.compress(plain.encode(), _ZLIB_LEVEL)).decode("ascii")
         header = {"format": TABLE_FORMAT, "version": TABLE_VERSION}
         if len(packed) < len(plain):
