@@ -13,7 +13,8 @@ alternating which goes first, and both are timed in CPU seconds (user + system o
 process: steadier than wall time on a shared machine). Prints each model's median times and
 the median of its per-repetition ratios (each pair ran back to back, under the same load),
 the ratio of the fastest runs (least disturbed by other processes), and the medians over the
-models (target <= 1.05, issue 12).
+models (target <= 1.05, issue 12), with the 90 % interval of that median when each model's
+repetitions are drawn again with replacement (how far this machine's noise moves it).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import argparse
 import gc
 import logging
 import os
+import random
 import statistics
 import time
 import warnings
@@ -96,12 +98,35 @@ def zoo(names: list[str], repeat: int, cache: str) -> float:
             f"x{paired:.3f}  x{least:.3f}"
         )
     median = statistics.median(ratios)
+    pairs = {
+        name: [
+            a / b for a, b in zip(times[name]["modelprov"], times[name]["onnxscript"], strict=True)
+        ]
+        for name in names
+    }
+    low, high = _bootstrap_interval(pairs)
     print(
         f"median ratio modelprov/onnxscript over {len(names)} models, {repeat} repetitions "
         f"(CPU time): x{median:.3f} (target <= {TARGET}); of the fastest runs: "
-        f"x{statistics.median(fastest):.3f}"
+        f"x{statistics.median(fastest):.3f}; 90 % interval over resampled repetitions: "
+        f"x{low:.3f}-x{high:.3f}"
     )
     return median
+
+
+def _bootstrap_interval(
+    pairs: dict[str, list[float]], rounds: int = 2000, seed: int = 0
+) -> tuple[float, float]:
+    """The 5th and 95th percentiles of the zoo's median ratio when each model's
+    repetitions are drawn again with replacement: how far this machine's noise moves it."""
+    draw = random.Random(seed)
+    medians = sorted(
+        statistics.median(
+            statistics.median(draw.choices(ratios, k=len(ratios))) for ratios in pairs.values()
+        )
+        for _ in range(rounds)
+    )
+    return medians[int(0.05 * rounds)], medians[int(0.95 * rounds) - 1]
 
 
 def main() -> None:
