@@ -196,10 +196,8 @@ def _run_optimizer_passes(tracker: _Tracker, label: str) -> list[StepRecord]:
     defaults = {name: parameter.default for name, parameter in signature.parameters.items()}
     steps: list[StepRecord] = []
 
-    def step(name: str, run: Callable[[], object]) -> bool:
-        state = model_state(model)
+    def step(name: str, run: Callable[[], object]) -> None:
         steps.append(tracker.track(f"{label}: {name}", run))
-        return model_state(model) != state
 
     if defaults["inline"]:
         step("inline functions", lambda: common_passes.InlinePass()(model))
@@ -210,12 +208,17 @@ def _run_optimizer_passes(tracker: _Tracker, label: str) -> list[StepRecord]:
         input_size_limit=defaults["input_size_limit"],
         output_size_limit=defaults["output_size_limit"],
     )
+    # Whether a pass changed the model: its state after against before. Tracking changes
+    # only provenance, so one pass's state after is the next one's before.
+    state = model_state(model)
     for iteration in range(1, defaults["num_iterations"] + 1):
-        folded = step(f"fold constants ({iteration})", fold)
-        rewritten = step(
-            f"default rewrite rules ({iteration})", lambda: onnxscript.rewriter.rewrite(model)
-        )
-        if defaults["stop_if_no_change"] and not (folded or rewritten):
+        step(f"fold constants ({iteration})", fold)
+        folded_state = model_state(model)
+        step(f"default rewrite rules ({iteration})", lambda: onnxscript.rewriter.rewrite(model))
+        rewritten_state = model_state(model)
+        changed = folded_state != state or rewritten_state != folded_state
+        state = rewritten_state
+        if defaults["stop_if_no_change"] and not changed:
             break
     tail: list[tuple[str, ir.passes.PassBase]] = [
         ("remove unused nodes", common_passes.RemoveUnusedNodesPass()),
