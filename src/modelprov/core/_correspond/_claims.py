@@ -75,23 +75,13 @@ def assign_claims(before: Snapshot, after_nodes: list[ir.Node], matching: Matchi
                 through.extend(shape_only)
         if not through:
             return claimed, nothing
-        loose = set(claimed)
-        stack = [
-            node
-            for value in through
-            if (node := producer_of(value)) in claimable and value not in stops
-        ]
-        while stack:
-            node = stack.pop()
-            if node in loose:
-                continue
-            loose.add(node)
-            for read in inputs_of(node):
-                if read is None:
-                    continue
-                upstream = producer_of(read)
-                if upstream in claimable and upstream not in loose and read not in stops:
-                    stack.append(upstream)
+
+        def claimable_producer(value: ir.Value) -> ir.Node | None:
+            upstream = producer_of(value)
+            return upstream if upstream in claimable and value not in stops else None
+
+        starts = [node for value in through if (node := claimable_producer(value)) is not None]
+        loose, _ = _upstream(starts, inputs_of, claimable_producer, seen=set(claimed))
         return claimed, loose - claimed
 
     # What each new node reads, as old values: through the fresh values of other new
@@ -339,14 +329,27 @@ def _upstream_boundary(
     ``inner_producer`` returns a value's producer when that producer belongs to the region
     (the walk continues through it), else None (the value is on the boundary).
     """
-    seen: set[ir.Node] = set()
+    return _upstream([start], inputs_of, inner_producer)[1]
+
+
+def _upstream(
+    starts: Iterable[ir.Node],
+    inputs_of: Callable[[ir.Node], Sequence[ir.Value | None]],
+    inner_producer: Callable[[ir.Value], ir.Node | None],
+    *,
+    seen: set[ir.Node] | None = None,
+) -> tuple[set[ir.Node], set[ir.Value]]:
+    """Walks upstream from ``starts`` through the producers ``inner_producer`` gives (None
+    ends the walk at that value); returns the nodes reached, added to ``seen`` (nodes not
+    to walk through again), and the values read from outside them."""
+    reached = seen if seen is not None else set()
     boundary: set[ir.Value] = set()
-    stack = [start]
+    stack = list(starts)
     while stack:
         current = stack.pop()
-        if current in seen:
+        if current in reached:
             continue
-        seen.add(current)
+        reached.add(current)
         for value in inputs_of(current):
             if value is None:
                 continue
@@ -355,4 +358,4 @@ def _upstream_boundary(
                 stack.append(upstream)
             else:
                 boundary.add(value)
-    return boundary
+    return reached, boundary
