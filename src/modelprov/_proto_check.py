@@ -8,7 +8,7 @@ models first and say where, as a ModelprovError (exit 2 on the command line).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 import onnx
 import onnx_ir as ir
@@ -142,13 +142,23 @@ def _graph_clean(graph: onnx.GraphProto, metadata: bool) -> bool:
     for node in graph.node:
         if not _node_clean(node, metadata):
             return False
+    if not _value_infos_clean(graph, _entries_clean):
+        return False
+    return _texts_clean([tensor.name for tensor in graph.initializer])
+
+
+def _value_infos_clean(
+    graph: onnx.GraphProto, entries_clean: Callable[[Iterable[onnx.StringStringEntryProto]], bool]
+) -> bool:
+    """True when the graph's inputs, outputs and value infos have text names and doc
+    strings, and metadata that ``entries_clean`` accepts."""
     for infos in (graph.input, graph.output, graph.value_info):
         for info in infos:
             if type(info.name) is not str or type(info.doc_string) is not str:
                 return False
-            if info.metadata_props and not _entries_clean(info.metadata_props):
+            if info.metadata_props and not entries_clean(info.metadata_props):
                 return False
-    return _texts_clean([tensor.name for tensor in graph.initializer])
+    return True
 
 
 def _node_clean(node: onnx.NodeProto, metadata: bool) -> bool:
@@ -217,12 +227,8 @@ def _main_graph_plain(graph: onnx.GraphProto) -> bool:
                 return False
             if any(tensor.data_location == external for tensor in attribute.tensors):
                 return False
-    for infos in (graph.input, graph.output, graph.value_info):
-        for info in infos:
-            if type(info.name) is not str or type(info.doc_string) is not str:
-                return False
-            if info.metadata_props and not _entries_clean_once(info.metadata_props):
-                return False
+    if not _value_infos_clean(graph, _entries_clean_once):
+        return False
     return all(output.name in defined for output in graph.output)
 
 

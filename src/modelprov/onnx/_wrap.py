@@ -442,18 +442,20 @@ def _name_as_in_a_body(nodes: Sequence[ir.Node], input_names: Iterable[str]) -> 
     node_count = value_count = 0
     for node in nodes:
         if node.name is None:
-            while f"node_{node.op_type}_{node_count}" in node_names:
-                node_count += 1
-            node.name = f"node_{node.op_type}_{node_count}"
-            node_count += 1
+            node.name, node_count = _fresh_name(f"node_{node.op_type}_", node_count, node_names)
         node_names.add(node.name)
         for value in node.outputs:
             if value.name is None:
-                while f"val_{value_count}" in value_names:
-                    value_count += 1
-                value.name = f"val_{value_count}"
-                value_count += 1
+                value.name, value_count = _fresh_name("val_", value_count, value_names)
             value_names.add(value.name)
+
+
+def _fresh_name(prefix: str, count: int, taken: set[str]) -> tuple[str, int]:
+    """``<prefix><n>`` for the first n from ``count`` not in ``taken``, and the count after
+    it (onnx_ir's counter: it goes on from there)."""
+    while f"{prefix}{count}" in taken:
+        count += 1
+    return f"{prefix}{count}", count + 1
 
 
 def _declared_type(name: str, attributes: Iterable[ir.Attr]) -> ir.AttributeType:
