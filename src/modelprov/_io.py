@@ -515,8 +515,7 @@ def _commit(staged: str, target: str, staged_data: str | None, data_path: str) -
         return
     if os.path.lexists(data_path):
         raise OutputError(
-            f"{target}: another write made {data_path} meanwhile; nothing was replaced, "
-            "write again"
+            f"{target}: another write made {data_path} meanwhile; nothing was replaced, write again"
         )
     os.replace(staged_data, data_path)
     try:

@@ -96,9 +96,7 @@ def check_replaceable(target: str) -> None:
     except FileNotFoundError:
         return
     if not stat.S_ISREG(mode):
-        raise OutputError(
-            f"{target}: became {_kind(mode)} while being written; not replaced"
-        )
+        raise OutputError(f"{target}: became {_kind(mode)} while being written; not replaced")
 
 
 def keep_metadata(path: str, old: os.stat_result | None) -> None:
@@ -272,6 +270,15 @@ def folder_lock(folder: str) -> Iterator[None]:
 # --- data files -------------------------------------------------------------------------------
 
 
+_ONNX_IR_ROOM = 10
+"""onnx-ir writes a data file through a folder named ``.<data file>.<8 random characters>``
+beside it, so a data file's name must leave this many bytes of the limit free."""
+
+
+def _data_name_max(folder: str) -> int:
+    return name_max(folder) - _ONNX_IR_ROOM
+
+
 def _alternate_prefix(base: str, limit: int) -> str:
     """The part of ``base`` an alternate data file name keeps (``<prefix>.<token>.data``)."""
     return _fit(base, "", limit - len(".0123456789abcdef.data"))
@@ -282,7 +289,7 @@ def data_file_name(target: str) -> str:
     short enough, else ``<name>.<token>.data`` (cut to the name limit), which is not there.
     """
     folder = os.path.dirname(os.path.abspath(target))
-    base, limit = os.path.basename(target), name_max(folder)
+    base, limit = os.path.basename(target), _data_name_max(folder)
     primary = base + ".data"
     if len(os.fsencode(primary)) <= limit and not os.path.lexists(os.path.join(folder, primary)):
         return primary
@@ -299,7 +306,8 @@ def data_files_of(target: str) -> list[str]:
     folder = os.path.dirname(os.path.abspath(target))
     base = os.path.basename(target)
     pattern = re.compile(
-        re.escape(_alternate_prefix(base, name_max(folder))) + r"\.[0-9a-f]{16}\.data", re.DOTALL
+        re.escape(_alternate_prefix(base, _data_name_max(folder))) + r"\.[0-9a-f]{16}\.data",
+        re.DOTALL,
     )
     primary = os.path.join(folder, base + ".data")
     found = [primary] if os.path.isfile(primary) else []
