@@ -177,7 +177,7 @@ def temporary_name(folder: str, output: str = "", suffix: str = "") -> str:
     of it that fits is kept, for the reader), within the folder's name limit."""
     rest = f"modelprov-{os.getpid()}-{writer_tag()}-{secrets.token_hex(8)}{suffix}"
     if output:
-        return _fit(f".{output}.", rest + ".tmp", name_max(folder))
+        return "." + _fit(output, f".{rest}.tmp", name_max(folder) - 1)
     return "." + rest
 
 
