@@ -424,7 +424,10 @@ _OTHER_NAMESPACE_WRITER = textwrap.dedent(
 
 
 def _free_pid() -> int:
-    for pid in range(40_000, 4_000_000):
+    """A PID no process has here (the other namespace's writer gets it)."""
+    with open("/proc/sys/kernel/pid_max") as stream:
+        pid_max = int(stream.read())
+    for pid in range(pid_max - 1, 300, -1):
         try:
             os.kill(pid, 0)
         except ProcessLookupError:
