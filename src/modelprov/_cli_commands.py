@@ -27,6 +27,7 @@ from modelprov._io import (
     load_model_proto,
     model_from_proto,
     save_model,
+    set_base_dir,
 )
 from modelprov.core.keys import CONFIDENCE_KEY
 from modelprov.errors import ExitCode, ModelprovError, UsageError
@@ -102,8 +103,6 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
 
 
 def _cmd_recover(args: argparse.Namespace) -> int:
-    import onnx_ir as ir
-
     output = check_output(args.output, [args.original, args.optimized], in_place=args.in_place)
     with _status("loading models"):
         original = load_model_proto(args.original, load_weights=False)
@@ -115,9 +114,7 @@ def _cmd_recover(args: argparse.Namespace) -> int:
             original, optimized, policies=args.policies, **option_values(args, RecoverOptions)
         )
     with _status(f"writing {output}"):
-        ir.external_data.set_base_dir(
-            result.graph, os.path.dirname(os.path.abspath(args.optimized))
-        )
+        set_base_dir(result, os.path.dirname(os.path.abspath(args.optimized)))
         save_model(result, output)
     levels: dict[str, int] = {}
     for node in result.graph.all_nodes():

@@ -706,12 +706,20 @@ def _base_models(folder: str) -> dict[str, onnx.ModelProto]:
     return models
 
 
+CLASS_MODULES = ("tests.bad_inputs.external_tensors",)
+"""Modules holding more classes of cases, each with ``cases(folder)`` returning them like
+``_cases`` (and writing the files they need into ``folder``)."""
+
+
 def write_corpus(folder: str) -> list[Case]:
     """Writes every case's file into ``folder`` (plus the good models); returns the cases."""
+    import importlib
+
     os.makedirs(folder, exist_ok=True)
     bases = _base_models(folder)
     cases: list[Case] = []
-    for name, kind, base, mutation, fields in _cases():
+    more = [c for m in CLASS_MODULES for c in importlib.import_module(m).cases(folder)]
+    for name, kind, base, mutation, fields in [*_cases(), *more]:
         path = f"{name}.onnx"
         if isinstance(mutation, bytes):
             data = mutation
