@@ -40,6 +40,9 @@ from typing import Any
 from modelprov.core._scoping import KeyScoping, within
 from modelprov.core._sources import Source
 from modelprov.core.policy import MergeContext, Policies
+from modelprov.stablehlo._constant_chains import ChainOp, adopted_nodes
+from modelprov.stablehlo._frontend_attributes import add_frontend_attributes
+from modelprov.stablehlo._location_keys import with_keys
 from modelprov.stablehlo._locations import location_name, relocate, with_aliases
 from modelprov.stablehlo._records import OpRecord, provenance_attributes
 
@@ -51,6 +54,7 @@ _LOG = logging.getLogger(__name__)
 _STRUCTURAL = frozenset({"builtin.module", "func.func", "func.return"})
 # Ops that hand values out of a function: a use by one of them leaves every module.
 _FUNCTION_EXITS = frozenset({"func.return", "func.call"})
+_PROVENANCE_PREFIX = "modelprov."
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,6 +83,7 @@ class _Op:
     function: int | None  # index of the enclosing func.func
     nodes: tuple[str, ...]
     location: str
+    adopted: bool = False  # nodes taken from its consumers (_constant_chains)
 
 
 def _location_nodes(location: Any, root: str, known: Mapping[str, object]) -> tuple[list[str], str]:
@@ -210,7 +215,7 @@ def _op_values(
 
     # JAX caches constants and reuses one across nodes, so a constant used outside its
     # first node's module is no module output: never value-scope constants.
-    is_constant = op.operation.name == "stablehlo.constant"
+    is_constant = op.adopted or op.operation.name == "stablehlo.constant"
 
     def leaves(name: str, module: str) -> bool:
         if is_constant or not flow.leaves_module(op, module):
@@ -272,6 +277,7 @@ def attach(
 
     ops = _collect(module, root, infos)
     flow = _Flow(ops, infos)
+    _adopt_constant_chains(ops, flow, infos)
     scoping = KeyScoping(annotations, policies, output_nodes)
     node_exits: dict[str, set[str]] = {}
     planned: list[tuple[_Op, dict[str, str]]] = []
@@ -289,13 +295,20 @@ def attach(
     for op, attributes in planned:
         for key, value in attributes.items():
             op.operation.attributes[key] = ir.StringAttr.get(value)
+        add_frontend_attributes(ir, op.operation, attributes)
     with_ops = {name for op in ops for name in op.nodes}
     aliases = dict(aliases_for(with_ops)) if aliases_for is not None else {}
     if relocate_ops:
         relocate(((op.operation, op.nodes) for op in ops), infos, aliases)
-        for op, _ in planned:
+        for op, attributes in planned:
             if op.nodes:
                 op.location = _provenance_label(op.nodes, infos, aliases)
+                user_keys = {
+                    key: op.operation.attributes[key]
+                    for key in attributes
+                    if not key.startswith(_PROVENANCE_PREFIX)
+                }
+                op.operation.location = with_keys(ir, op.operation.location, user_keys)
 
     wrappers = _wrapper_functions(ops)
     records = _records(module, ops, planned, wrappers)
@@ -303,6 +316,32 @@ def attach(
     _LOG.debug("labelled %d ops, %d unattributed", len(records) - unattributed, unattributed)
     exits = _source_exits(node_exits, infos, aliases)
     return AttachResult(ops=records, aliases=aliases, exits=exits, scoping=scoping)
+
+
+def _adopt_constant_chains(ops: Sequence[_Op], flow: _Flow, infos: Mapping[str, Source]) -> None:
+    """Ops from no FX node fed only by constants take their consumers' nodes."""
+    index_of = {op.operation: op.index for op in ops}
+
+    def producer(value: Any) -> int | None:
+        owner = value.owner
+        operation = getattr(owner, "operation", None)
+        return index_of.get(operation) if operation is not None else None
+
+    chain_ops = [
+        ChainOp(
+            index=op.index,
+            parent=op.parent,
+            nodes=op.nodes,
+            producers=tuple(producer(value) for value in op.operation.operands),
+            users=tuple(flow.users(op)) if not op.nodes else (),
+            labellable=op.operation.name not in _STRUCTURAL | _FUNCTION_EXITS,
+        )
+        for op in ops
+    ]
+    order = {name: n for n, name in enumerate(infos)}
+    for index, nodes in adopted_nodes(chain_ops, order).items():
+        ops[index].nodes = nodes
+        ops[index].adopted = True
 
 
 def _source_exits(

@@ -18,13 +18,16 @@ locations.
 
 from __future__ import annotations
 
+import dataclasses
 import re
+import types
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from modelprov.core._sources import Source
 from modelprov.core._stack_trace import Frame
 from modelprov.stablehlo._frames import is_tool_file
+from modelprov.stablehlo._location_keys import attribute_text, location_keys
 
 __all__ = [
     "decode",
@@ -152,28 +155,48 @@ def decode(ir: Any, location: Any) -> list[Source]:
     Fused locations give one entry per named part; call sites are searched on their callee;
     names that are not ``module/node`` (JAX's ``jit(...)`` scopes, argument names) or whose
     frames are the lowering tools' (JAX's own locations) are looked through to their child.
-    Entries are distinct, in order.
+    User keys a fused location carries (``_location_keys``) become the ``metadata`` of the
+    names inside it (as text). Entries are distinct, in order; the same name met twice
+    (fused locations of merged ops) is one entry with the keys of both.
     """
     found: list[Source] = []
-    pending = [location]
+    position: dict[tuple[str, str, tuple[Frame, ...]], int] = {}
+    pending: list[tuple[Any, dict[str, str]]] = [(location, {})]
     while pending:
-        loc = pending.pop(0)
+        loc, keys = pending.pop(0)
         typeid = loc.typeid
         if typeid == ir.NameLoc.static_typeid:
             name_loc = ir.NameLoc(loc)
             match = _NAME.match(str(name_loc.name_str))
             child = name_loc.child_loc
             if match is not None and _is_frame_chain(ir, child):
-                entry = located_source(match["module"] or "", match["node"], _frames(ir, child))
-                if entry not in found:
-                    found.append(entry)
+                frames = _frames(ir, child)
+                entry = located_source(match["module"] or "", match["node"], frames)
+                identity = (entry.module_path, entry.id, frames)
+                if identity not in position:
+                    position[identity] = len(found)
+                    found.append(_with_metadata(entry, keys) if keys else entry)
+                elif keys:
+                    index = position[identity]
+                    merged = {**keys, **found[index].metadata}
+                    found[index] = _with_metadata(found[index], merged)
             else:
-                pending.append(child)
+                pending.append((child, keys))
         elif typeid == ir.FusedLoc.static_typeid:
-            pending.extend(ir.FusedLoc(loc).locations)
+            fused = ir.FusedLoc(loc)
+            carried = location_keys(ir, fused)
+            inner = keys
+            if carried:
+                texts = {key: attribute_text(ir, value) for key, value in carried.items()}
+                inner = {**keys, **{k: v for k, v in texts.items() if v is not None}}
+            pending.extend((part, inner) for part in fused.locations)
         elif typeid == ir.CallSiteLoc.static_typeid:
-            pending.append(ir.CallSiteLoc(loc).callee)
+            pending.append((ir.CallSiteLoc(loc).callee, keys))
     return found
+
+
+def _with_metadata(entry: Source, keys: Mapping[str, str]) -> Source:
+    return dataclasses.replace(entry, metadata=types.MappingProxyType(dict(keys)))
 
 
 def _is_frame_chain(ir: Any, location: Any) -> bool:

@@ -61,8 +61,10 @@ def sources_from(located: list[Source], attributes: Mapping[str, str]) -> tuple[
     """Sources from decoded locations, completed by the ``modelprov.*`` attributes.
 
     Without a provenance location, the attributes alone give one source (when they name a
-    node). Each source's ``id`` is the node of the user's torch.export program (the id ONNX
-    exports of the same program write under ``pkg.modelprov.source_node``).
+    node). A source's user keys are those its location carries (``_location_keys``), the
+    op's own user-key attributes winning. Each source's ``id`` is the node of the user's
+    torch.export program (the id ONNX exports of the same program write under
+    ``pkg.modelprov.source_node``).
     """
     user = {k: v for k, v in attributes.items() if not k.startswith("modelprov.")}
     node = attributes.get(NODE_KEY, "")
@@ -86,7 +88,7 @@ def sources_from(located: list[Source], attributes: Mapping[str, str]) -> tuple[
             module_type=module_type if single else "",
             target=target if single else "",
             stack_trace=_trace(entry.call_stack),
-            metadata=types.MappingProxyType(dict(user)),
+            metadata=types.MappingProxyType({**entry.metadata, **user}),
         )
         for entry in located
     )
