@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
         seconds = time.perf_counter() - start
         hlo = _downstream.compiled_hlo(program, *args, *kwargs.values())
         total, good, _ = _downstream.hlo_survival(program, hlo)
-        counted, named, misses = _downstream.hlo_op_name_coverage(program, hlo)
+        counted, op_named, misses = _downstream.hlo_op_name_coverage(program, hlo)
         missed = collections.Counter(
             f"{i.opcode}{'' if i.op_name else '(no op_name)'}" for i in misses
         )
@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         joined = modelprov.join_sources(onnx_program, program)
         print(
             f"{name:22} {f'{good}/{total}={good / total:.3f}':>18} "
-            f"{f'{named}/{counted}={named / counted:.3f}':>16} {iree:>18} "
+            f"{f'{op_named}/{counted}={op_named / counted:.3f}':>16} {iree:>18} "
             f"{f'{len(joined.both)}/{len(joined.ids)}={joined.coverage:.3f}':>15} "
             f"{joined.onnx_coverage:>10.3f} {joined.stablehlo_coverage:>10.3f} {seconds:>8.1f}"
         )
