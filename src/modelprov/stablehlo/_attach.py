@@ -5,14 +5,18 @@ location is a NameLoc ``"jit(forward)/<node>/<primitive>"`` (wrapping the Python
 The second path component names the node. A FusedLoc names every node of its parts. Ops in
 nested regions (reduce bodies, while/case branches) are walked and labelled the same way; a
 region terminator without a node name takes its parent op's nodes for data-flow purposes.
-Ops whose location names no node (constants JAX hoists with ``loc(unknown)``, the shape
-checks of a dynamic-shape wrapper) are reported, never guessed. With symbolic shapes JAX
+A constant JAX hoists with ``loc(unknown)`` (and an op fed only by such constants) that one
+FX node's ops use is that node's (``_constant_chains``); ops whose location still names no
+node (constants several nodes share, the shape checks of a dynamic-shape wrapper) are
+reported, never guessed. With symbolic shapes JAX
 wraps the lowered function in a ``main`` that checks the input shapes and calls it; its ops
 are marked ``in_wrapper``.
 
 Attributes (all discardable ``StringAttr``\\ s, formats in docs/metadata-format.md):
 ``modelprov.node``, ``modelprov.source_node`` (only when it differs), ``modelprov.module``,
-``modelprov.module_type``, ``modelprov.target``, ``modelprov.stack``, and the user's keys.
+``modelprov.module_type``, ``modelprov.target``, ``modelprov.stack``, and the user's keys;
+the same again in ``mhlo.frontend_attributes`` (for XLA, ``_frontend_attributes``), and the
+user keys in the op's location (``_location_keys``).
 
 Scoping is ``core._scoping.KeyScoping``'s, shared with the ONNX exporter: a module-scoped key
 (the default) goes on every op of its module and its submodules; a value-scoped key
