@@ -97,10 +97,11 @@ def attribute_text(ir: Any, attribute: Any) -> str | None:
     typeid = attribute.typeid
     if typeid == ir.StringAttr.static_typeid:
         return str(ir.StringAttr(attribute).value)
-    if typeid == ir.BoolAttr.static_typeid:
-        return "true" if ir.BoolAttr(attribute).value else "false"
     if typeid == ir.IntegerAttr.static_typeid:
-        return str(ir.IntegerAttr(attribute).value)
+        integer = ir.IntegerAttr(attribute)
+        if ir.IntegerType(integer.type).width == 1:  # a BoolAttr (it has no typeid of its own)
+            return "true" if integer.value else "false"
+        return str(integer.value)
     if typeid == ir.FloatAttr.static_typeid:
         return str(ir.FloatAttr(attribute).value)
     return None

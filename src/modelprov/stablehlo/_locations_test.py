@@ -89,3 +89,49 @@ def test_names_that_are_no_provenance_are_looked_through() -> None:
             ],
         )
         assert decode(ir, ir.Location.name("add", childLoc=tool_frames)) == []
+
+
+def test_keys_in_a_fused_location_become_each_named_sources_metadata() -> None:
+    from jax._src.interpreters import mlir
+    from jaxlib.mlir import ir
+
+    from modelprov.stablehlo._location_keys import attribute_text, with_keys
+
+    first = _info("addmm", "fc1", ("linear",), (10,))
+    second = _info("relu", "act", ("relu",), (11,))
+    with mlir.make_ir_context():
+        keys = {
+            "custom.max": ir.FloatAttr.get_f64(2.5),
+            "custom.n": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 3),
+            "custom.on": ir.BoolAttr.get(True),
+            "custom.tag": ir.StringAttr.get("x"),
+        }
+        keyed = with_keys(ir, provenance_location(ir, [first]), keys)
+        assert with_keys(ir, keyed, {}) is keyed
+        # A pass merging two ops fuses their locations; each part keeps its own keys.
+        merged = ir.Location.fused([keyed, provenance_location(ir, [second])])
+        decoded = decode(ir, merged)
+        by_id = {source.id: source for source in decoded}
+        assert sorted((s.module_path, s.id) for s in decoded) == [
+            ("act", "relu"),
+            ("fc1", "linear"),
+        ]
+        assert dict(by_id["linear"].metadata) == {
+            "custom.max": "2.5",
+            "custom.n": "3",
+            "custom.on": "true",
+            "custom.tag": "x",
+        }
+        assert dict(by_id["relu"].metadata) == {}
+        assert attribute_text(ir, ir.ArrayAttr.get([])) is None
+        # Another format version, or other metadata, is not read as keys.
+        other = ir.Location.fused(
+            [provenance_location(ir, [first])],
+            ir.DictAttr.get(
+                {
+                    "modelprov.keys": ir.DictAttr.get({"custom.tag": ir.StringAttr.get("y")}),
+                    "modelprov.keys_format": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 2),
+                }
+            ),
+        )
+        assert dict(decode(ir, other)[0].metadata) == {}
