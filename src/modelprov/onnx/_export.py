@@ -111,16 +111,15 @@ def export(
         raise ExportError(f"f must be a path or a binary file object, got {type(f).__name__}")
     policies = policies if policies is not None else DEFAULT_POLICIES
     normalized = _collect_annotations(model, annotations)
-    with torch.fx.traceback.preserve_node_meta():
-        captured = capture_program(model, tuple(args), kwargs)
-        program = torch.onnx.export(
-            captured if captured is not None else model,
-            args,
-            None,
-            dynamo=True,
-            optimize=False,
-            **kwargs,
-        )
+    captured = capture_program(model, tuple(args), kwargs)
+    program = torch.onnx.export(
+        captured if captured is not None else model,
+        args,
+        None,
+        dynamo=True,
+        optimize=False,
+        **kwargs,
+    )
     record_aten_calls(program)
     record_source_nodes(program, captured.graph if captured is not None else None)
     fx_custom = (
