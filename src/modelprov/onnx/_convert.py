@@ -48,6 +48,11 @@ ACCEPTED = (
     "an onnx_ir.Model, an onnx.ModelProto, a path to an .onnx file or the "
     "torch.onnx.ONNXProgram that modelprov.export returns"
 )
+"""The kinds of :data:`ModelInput`, as error messages name them."""
+_ACCEPTED_IN_MEMORY = (
+    "an onnx_ir.Model, an onnx.ModelProto or the torch.onnx.ONNXProgram that "
+    "modelprov.export returns"
+)
 
 
 def model_input(
@@ -75,9 +80,7 @@ def model_input(
             return load_model(model, load_weights=load_weights)
         return load_model_proto(model, load_weights=load_weights)
     kind = type(model)
-    accepted = (
-        ACCEPTED if path_as is not None else ACCEPTED.replace(", a path to an .onnx file", "")
-    )
+    accepted = ACCEPTED if path_as is not None else _ACCEPTED_IN_MEMORY
     if isinstance(model, str | os.PathLike):
         accepted += " (a path cannot hold the node; load the model once and pass it)"
     raise UsageError(f"{where}: got {kind.__module__}.{kind.__qualname__}; pass {accepted}")
