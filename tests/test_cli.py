@@ -204,7 +204,7 @@ def test_audit_text_and_json(models):
     assert "  1.00 pkg.torch.onnx.stack_trace (5/5 nodes, " in plain_text.stdout
     assert "invalid metadata: none" in lines and "functions: none" in lines
 
-    optimized = audit(str(folder / "dt.opt.onnx")).to_json()
+    optimized = audit(str(folder / "dt.opt.onnx")).to_dict()
     assert optimized["nodes"] == 2 and optimized["sources"] == 4
     assert optimized["fx_nodes"]["count"] == 4 and optimized["source_lines"]["count"] == 3
     assert optimized["key_coverage"]["modelprov.sources"]["nodes"] == 2

@@ -94,7 +94,7 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
         from modelprov.audit import optimize_report
 
         report = optimize_report(before, model, result.steps)
-        print(report.to_json_text() if args.json else report.to_text())
+        print(report.to_json() if args.json else report.to_text())
     _progress.summary(
         f"wrote {output}: {len(list(before.graph))} -> {_model_summary(model)}, "
         f"{_fx_recall(before, model)}"
@@ -123,7 +123,7 @@ def _cmd_recover(args: argparse.Namespace) -> int:
             levels[level] = levels.get(level, 0) + 1
     how_sure = ", ".join(f"{count} {level}" for level, count in sorted(levels.items()))
     if args.report or args.json:
-        print(json.dumps(recovery.to_json(), indent=2) if args.json else recovery.to_text())
+        print(recovery.to_json() if args.json else recovery.to_text())
     _progress.summary(
         f"wrote {output}: {_model_summary(result)}" + (f" ({how_sure})" if how_sure else "")
     )
@@ -179,7 +179,7 @@ def _cmd_audit(args: argparse.Namespace) -> int:
 
     with _status(f"auditing {args.model}"):
         report = audit(load_model_proto(args.model, load_weights=False))
-    print(report.to_json_text() if args.json else report.to_text())
+    print(report.to_json() if args.json else report.to_text())
     return EXIT_OK
 
 
@@ -190,7 +190,7 @@ def _cmd_diff(args: argparse.Namespace) -> int:
         before = load_model_proto(args.before, load_weights=False)
         after = load_model_proto(args.after, load_weights=False)
         report = diff(before, after)
-    print(report.to_json_text() if args.json else report.to_text())
+    print(report.to_json() if args.json else report.to_text())
     if args.fail_under is not None and report.fx_nodes_dyn.value < args.fail_under:
         print(
             f"modelprov: check failed: FX-node recall (dyn) {report.fx_nodes_dyn.value:.3f} "

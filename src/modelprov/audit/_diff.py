@@ -14,7 +14,7 @@ from modelprov.core._correspond import all_nodes
 from modelprov.core._sources import Source
 from modelprov.core._stack_trace import display_location
 from modelprov.core.keys import DIFF_FORMAT
-from modelprov.onnx._convert import AnyModel, as_ir
+from modelprov.onnx._convert import ModelInput, as_ir
 from modelprov.onnx._lookup import function_body_sources, node_sources
 
 __all__ = ["DiffReport", "Recall", "diff", "dynamic_nodes"]
@@ -77,7 +77,7 @@ class DiffReport:
     lost_sources: Mapping[str, str]
     """Lost FX node -> its innermost source line ('' when unknown)."""
 
-    def to_json(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (``format``/``version`` included)."""
 
         def recall(item: Recall) -> dict[str, Any]:
@@ -128,17 +128,19 @@ class DiffReport:
             )
         return "\n".join(lines)
 
-    def to_json_text(self) -> str:
-        """The JSON report as text."""
-        return json.dumps(self.to_json(), indent=2, sort_keys=False)
+    def to_json(self) -> str:
+        """The JSON report (:meth:`to_dict`) as text."""
+        return json.dumps(self.to_dict(), indent=2, sort_keys=False)
 
 
-def diff(before: AnyModel, after: AnyModel) -> DiffReport:
+def diff(before: ModelInput, after: ModelInput) -> DiffReport:
     """Compares the provenance of ``after`` with ``before`` (an export and its optimized form).
 
-    Models may be ModelProtos, onnx_ir models or paths (read without their weights).
+    Models may be ModelProtos, onnx_ir models, paths (read without their weights) or
+    torch.onnx.ONNXProgram.
     """
-    before_ir, after_ir = as_ir(before), as_ir(after)
+    before_ir = as_ir(before, where="diff(before)")
+    after_ir = as_ir(after, where="diff(after)")
     dynamic = dynamic_nodes(before_ir.graph)
     before_pairs = node_sources(before_ir) + function_body_sources(before_ir)
     after_pairs = node_sources(after_ir) + function_body_sources(after_ir)

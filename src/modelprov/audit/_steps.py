@@ -39,9 +39,13 @@ class StepReport:
     lost_sources: Mapping[str, str]
     """Lost source id -> its innermost source line ('' when unknown)."""
 
-    def to_json(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
         return {**dataclasses.asdict(self), "lost_sources": dict(self.lost_sources)}
+
+    def to_json(self) -> str:
+        """:meth:`to_dict` as JSON text."""
+        return json.dumps(self.to_dict(), indent=2, ensure_ascii=False)
 
     def to_text(self) -> str:
         """One line per step, then one per lost source."""
@@ -66,18 +70,18 @@ class OptimizeReport:
     steps: tuple[StepReport, ...]
     diff: DiffReport
 
-    def to_json(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (``"format": "modelprov.optimize-report", "version": 1``)."""
         return {
             "format": OPTIMIZE_REPORT_FORMAT,
             "version": 1,
-            "steps": [step.to_json() for step in self.steps],
-            "diff": self.diff.to_json(),
+            "steps": [step.to_dict() for step in self.steps],
+            "diff": self.diff.to_dict(),
         }
 
-    def to_json_text(self) -> str:
-        """The JSON report as text."""
-        return json.dumps(self.to_json(), indent=2, ensure_ascii=False)
+    def to_json(self) -> str:
+        """The JSON report (:meth:`to_dict`) as text."""
+        return json.dumps(self.to_dict(), indent=2, ensure_ascii=False)
 
     def to_text(self) -> str:
         """Steps first, then the overall diff."""

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
-from typing import overload
+import os
+from typing import TYPE_CHECKING, overload
 
 import onnx
 import onnx_ir as ir
 
 from modelprov._proto_check import read_proto
 from modelprov.core.keys import ATEN_DOMAIN, ATEN_TARGET_KEY, MODULE_CLASS_KEY, MODULE_DOMAIN
+from modelprov.onnx._convert import ModelInput, model_input
 from modelprov.onnx._wrap import function_name
+
+if TYPE_CHECKING:
+    from torch.onnx import ONNXProgram
 
 __all__ = ["find_calls"]
 
@@ -29,18 +34,21 @@ def _matches(function: ir.Function, what: str) -> bool:
 
 
 @overload
-def find_calls(model: ir.Model, what: str) -> list[tuple[ir.Node, ir.Function]]: ...
+def find_calls(
+    model: ir.Model | ONNXProgram | str | os.PathLike[str], what: str
+) -> list[tuple[ir.Node, ir.Function]]: ...
 @overload
 def find_calls(
     model: onnx.ModelProto, what: str
 ) -> list[tuple[onnx.NodeProto, onnx.FunctionProto]]: ...
 def find_calls(
-    model: ir.Model | onnx.ModelProto, what: str
+    model: ModelInput, what: str
 ) -> list[tuple[ir.Node, ir.Function]] | list[tuple[onnx.NodeProto, onnx.FunctionProto]]:
     """Every call of ``what`` with the function it calls, main graph first, then bodies.
 
     Args:
-        model: a functionized model (onnx_ir.Model or onnx.ModelProto).
+        model: a functionized model (onnx_ir.Model, onnx.ModelProto, a path, read as an
+            onnx_ir.Model, or a torch.onnx.ONNXProgram: its onnx_ir.Model).
         what: an ATen qualified name (``"aten::addmm.default"``, also ``aten.addmm.default``;
             without the overload, ``"aten::linear"``, every overload of the op), or a module
             class (``"GPT2Block"`` or its qualified name). Names are those of the exported
@@ -49,6 +57,7 @@ def find_calls(
     Returns:
         (call node, function) pairs of the same kind as ``model``.
     """
+    model = model_input(model, where="find_calls")
     if isinstance(model, onnx.ModelProto):
         found = find_calls(read_proto(model), what)
         functions = {(f.domain, f.name, f.overload): f for f in model.functions}
@@ -61,10 +70,6 @@ def find_calls(
                     result.append((candidate, proto_function))
                     break
         return result
-    if not isinstance(model, ir.Model):
-        raise TypeError(
-            f"find_calls takes an onnx_ir.Model or onnx.ModelProto, got {type(model).__name__}"
-        )
     wanted = {key for key, function in model.functions.items() if _matches(function, what)}
     graphs: list[ir.Graph | ir.Function] = [model.graph, *model.functions.values()]
     calls: list[tuple[ir.Node, ir.Function]] = []

@@ -21,9 +21,10 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
+import os
 import re
 from collections.abc import Mapping, Sequence
-from typing import Literal, overload
+from typing import TYPE_CHECKING, Literal, overload
 
 import onnx
 import onnx_ir as ir
@@ -50,7 +51,7 @@ from modelprov.onnx._aten_call import (
     schema_of,
 )
 from modelprov.onnx._call_provenance import call_metadata, rewrite_table
-from modelprov.onnx._convert import run_on_copy
+from modelprov.onnx._convert import ModelInput, run_on_copy
 from modelprov.onnx._wrap import (
     Region,
     Wrapper,
@@ -58,6 +59,9 @@ from modelprov.onnx._wrap import (
     has_subgraphs,
     is_constant,
 )
+
+if TYPE_CHECKING:
+    from torch.onnx import ONNXProgram
 
 __all__ = [
     "ATEN_TARGET_KEY",
@@ -539,14 +543,17 @@ def _module_chain(metadata: Mapping[str, str]) -> list[tuple[str, str]]:
 
 @overload
 def functionize(
-    model: onnx.ModelProto, *, level: Level = ..., policies: Policies | None = ...
+    model: onnx.ModelProto | str | os.PathLike[str],
+    *,
+    level: Level = ...,
+    policies: Policies | None = ...,
 ) -> onnx.ModelProto: ...
 @overload
 def functionize(
-    model: ir.Model, *, level: Level = ..., policies: Policies | None = ...
+    model: ir.Model | ONNXProgram, *, level: Level = ..., policies: Policies | None = ...
 ) -> ir.Model: ...
 def functionize(
-    model: onnx.ModelProto | ir.Model,
+    model: ModelInput,
     *,
     level: Level = "aten",
     policies: Policies | None = None,
@@ -555,15 +562,18 @@ def functionize(
     of a model-local function; equal bodies share one function.
 
     Args:
-        model: an onnx.ModelProto or onnx_ir.Model (from torch.onnx or modelprov); not
-            modified.
+        model: an onnx.ModelProto, onnx_ir.Model, path or torch.onnx.ONNXProgram (from
+            torch.onnx or modelprov); not modified.
         level: ``"aten"`` (domain ``pkg.torch.aten``) or ``"module"`` (``pkg.torch.module``).
         policies: merge policies for the call nodes' metadata (default DEFAULT_POLICIES).
 
     Returns:
-        The functionized model, of the same kind as ``model``. What was left as it was is
+        The functionized model, of the same kind as ``model`` (a ModelProto for a path,
+        an onnx_ir.Model for an ONNXProgram). What was left as it was is
         logged (logger ``modelprov.onnx._functionize``); :class:`FunctionizePass` returns
         it as :attr:`FunctionizeResult.skipped`.
     """
-    functionized, _ = run_on_copy(FunctionizePass(level=level, policies=policies), model)
+    functionized, _ = run_on_copy(
+        FunctionizePass(level=level, policies=policies), model, where="functionize"
+    )
     return functionized

@@ -13,8 +13,9 @@ from __future__ import annotations
 import collections
 import dataclasses
 import json
+import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, overload
 
 import onnx
 import onnx_ir as ir
@@ -28,8 +29,11 @@ from modelprov.core.keys import (
 )
 from modelprov.errors import MetadataError
 from modelprov.onnx._call_provenance import read_table, rewrite_table
-from modelprov.onnx._convert import run_on_copy
+from modelprov.onnx._convert import ModelInput, run_on_copy
 from modelprov.onnx._wrap import INLINE_VERSION, type_from_json
+
+if TYPE_CHECKING:
+    from torch.onnx import ONNXProgram
 
 __all__ = ["InlinePass", "inline"]
 
@@ -386,18 +390,19 @@ def _drop_unused_functions(model: ir.Model) -> bool:
 
 
 @overload
-def inline(model: onnx.ModelProto) -> onnx.ModelProto: ...
+def inline(model: onnx.ModelProto | str | os.PathLike[str]) -> onnx.ModelProto: ...
 @overload
-def inline(model: ir.Model) -> ir.Model: ...
-def inline(model: onnx.ModelProto | ir.Model) -> onnx.ModelProto | ir.Model:
+def inline(model: ir.Model | ONNXProgram) -> ir.Model: ...
+def inline(model: ModelInput) -> onnx.ModelProto | ir.Model:
     """Back to a flat graph: every call functionize made becomes its nodes again.
 
     Args:
-        model: an onnx.ModelProto or onnx_ir.Model; not modified.
+        model: an onnx.ModelProto, onnx_ir.Model, path or torch.onnx.ONNXProgram; not
+            modified.
 
     Returns:
         The inlined model, of the same kind; for ``inline(functionize(m))`` node for node
         ``m`` (ops, attributes, topology, names, metadata).
     """
-    inlined, _ = run_on_copy(InlinePass(), model)
+    inlined, _ = run_on_copy(InlinePass(), model, where="inline")
     return inlined

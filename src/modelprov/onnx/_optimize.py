@@ -10,8 +10,9 @@ import dataclasses
 import functools
 import inspect
 import logging
+import os
 from collections.abc import Callable, Sequence
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, overload
 
 import onnx
 import onnx_ir as ir
@@ -23,7 +24,7 @@ from modelprov.core._correspond import Change, Snapshot, correspond, nodes_and_g
 from modelprov.core._provenance import Provenance
 from modelprov.core._stack_trace import TraceOptions
 from modelprov.core.policy import Policies
-from modelprov.onnx._convert import run_on_copy
+from modelprov.onnx._convert import ModelInput, run_on_copy
 from modelprov.onnx._function_bodies import (
     add_body_sources,
     calls_functions,
@@ -31,6 +32,9 @@ from modelprov.onnx._function_bodies import (
     inline_user_functions,
 )
 from modelprov.onnx._model_state import model_state
+
+if TYPE_CHECKING:
+    from torch.onnx import ONNXProgram
 
 __all__ = ["OptimizeProvenancePass", "OptimizeResult", "StepRecord", "optimize"]
 
@@ -239,7 +243,7 @@ def _run_optimizer_passes(tracker: _Tracker, label: str) -> list[StepRecord]:
 
 @overload
 def optimize(
-    model: onnx.ModelProto,
+    model: onnx.ModelProto | str | os.PathLike[str],
     *,
     policies: Policies | None = ...,
     rules: Sequence[Any] | None = ...,
@@ -247,14 +251,14 @@ def optimize(
 ) -> onnx.ModelProto: ...
 @overload
 def optimize(
-    model: ir.Model,
+    model: ir.Model | ONNXProgram,
     *,
     policies: Policies | None = ...,
     rules: Sequence[Any] | None = ...,
     trace_options: TraceOptions | None = ...,
 ) -> ir.Model: ...
 def optimize(
-    model: onnx.ModelProto | ir.Model,
+    model: ModelInput,
     *,
     policies: Policies | None = None,
     rules: Sequence[Any] | None = None,
@@ -263,13 +267,15 @@ def optimize(
     """Optimizes like torch.onnx.export(optimize=True) and keeps every node's provenance.
 
     Args:
-        model: an onnx.ModelProto or onnx_ir.Model; it is not modified.
+        model: an onnx.ModelProto, onnx_ir.Model, path or torch.onnx.ONNXProgram; it is
+            not modified.
         policies: per-key merge policies (default: modelprov.DEFAULT_POLICIES).
         rules: extra onnxscript rewrite rules (``onnxscript.rewriter.pattern.RewriteRule``).
         trace_options: stack-trace path rewriting and per-node size budget.
 
     Returns:
-        The optimized model, of the same kind as ``model``.
+        The optimized model, of the same kind as ``model`` (a ModelProto for a path, an
+        onnx_ir.Model for an ONNXProgram).
     """
     optimize_pass = OptimizeProvenancePass(
         policies=policies, rules=rules, trace_options=trace_options
@@ -279,5 +285,5 @@ def optimize(
         # The copy is ours: whether it changed is of no use, so skip working that out.
         return OptimizeResult(copy, True, optimize_pass._run_steps(copy))
 
-    optimized, _ = run_on_copy(run, model, policies)
+    optimized, _ = run_on_copy(run, model, policies, where="optimize")
     return optimized

@@ -29,7 +29,7 @@ import logging
 import os
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import numpy as np
 import onnx
@@ -38,8 +38,12 @@ import onnx_ir as ir
 from modelprov._io import load_model_proto, save_model
 from modelprov.core.policy import Policies
 from modelprov.errors import MissingDependencyError, QuantizationError
+from modelprov.onnx._convert import ModelInput, model_input
 from modelprov.onnx._qdq_provenance import attribute_quantized
 from modelprov.onnx._quant_ranges import RANGE_MAX_KEY, RANGE_MIN_KEY, model_ranges
+
+if TYPE_CHECKING:
+    from torch.onnx import ONNXProgram
 
 __all__ = ["QUANT_TYPES", "quantize"]
 
@@ -48,7 +52,6 @@ logger = logging.getLogger(__name__)
 QUANT_TYPES = ("int8", "uint8", "int16", "uint16")
 _FORMATS = ("qdq", "qoperator")
 
-ModelInput = onnx.ModelProto | ir.Model | str | os.PathLike[str]
 _T = TypeVar("_T")
 
 
@@ -82,18 +85,12 @@ def _quant_type(value: object, argument: str) -> Any:
 
 
 def _load(model: ModelInput) -> tuple[onnx.ModelProto | None, ir.Model]:
-    """The model as (proto if given as one, onnx_ir model), weights loaded; never modified."""
-    if isinstance(model, ir.Model):
-        return None, model
-    if isinstance(model, onnx.ModelProto):
-        return model, ir.from_proto(model)
-    if isinstance(model, (str, os.PathLike)):
-        proto = load_model_proto(model, load_weights=True)
-        return proto, ir.from_proto(proto)
-    raise TypeError(
-        "quantize: the model must be an onnx.ModelProto, an onnx_ir.Model or a path, got "
-        f"{type(model).__name__}"
-    )
+    """The model as (proto if given as one or a path, onnx_ir model), weights loaded;
+    never modified."""
+    found = model_input(model, where="quantize", path_as="proto", load_weights=True)
+    if isinstance(found, ir.Model):
+        return None, found
+    return found, ir.from_proto(found)
 
 
 class _Batches:
@@ -198,7 +195,7 @@ def _calibrate_with_ort(
 
 @overload
 def quantize(
-    model: ir.Model,
+    model: ir.Model | ONNXProgram,
     *,
     ranges: Mapping[str, object] | None = ...,
     format: str = ...,
@@ -237,7 +234,8 @@ def quantize(
     """Quantizes with onnxruntime.quantization.quantize_static, ranges from PyTorch.
 
     Args:
-        model: the float model (ModelProto, onnx_ir.Model or path); never modified.
+        model: the float model (ModelProto, onnx_ir.Model, path or torch.onnx.ONNXProgram);
+            never modified.
         ranges: ``{tensor name or module path: (min, max)}`` (or ``{"min":, "max":}``, so a
             :func:`modelprov.calibrate` result works); wins over the model's own
             ``custom.min``/``custom.max``. A module path stands for the tensors leaving it.
@@ -341,7 +339,7 @@ def quantize(
             len(report.unattributed),
             ", ".join(report.unattributed[:10]),
         )
-    if isinstance(model, ir.Model):
+    if proto is None:  # an onnx_ir.Model or an ONNXProgram
         return quantized
     return ir.to_proto(quantized)
 

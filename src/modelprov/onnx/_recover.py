@@ -20,25 +20,29 @@ Nothing but metadata changes: the tool's nodes, order, names and weights stay as
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import os
 from collections.abc import Iterable
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, overload
 
 import onnx
 import onnx_ir as ir
 import onnx_ir.passes.common as common_passes
 
-from modelprov._io import load_model_proto
 from modelprov._proto_check import check_proto, read_proto
 from modelprov.core._correspond import Change, Snapshot, all_nodes, correspond
 from modelprov.core._provenance import Provenance
 from modelprov.core.keys import CONFIDENCE_KEY, RECOVER_REPORT_FORMAT
 from modelprov.core.policy import Policies
 from modelprov.errors import CorrespondenceError
+from modelprov.onnx._convert import ModelInput, model_input
 from modelprov.onnx._correspondence_check import correspondence_problems
 from modelprov.onnx._duplicates import merged_entries
 from modelprov.onnx._lookup import proto_nodes
+
+if TYPE_CHECKING:
+    from torch.onnx import ONNXProgram
 
 __all__ = [
     "CONFIDENCE_KEY",
@@ -50,9 +54,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-
-ModelInput = onnx.ModelProto | ir.Model | str | os.PathLike[str]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,11 +70,15 @@ class RecoveryReport:
     lost_sources: tuple[str, ...]
     repaired: tuple[str, ...]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (``"format": "modelprov.recover-report", "version": 1``)."""
         fields = dataclasses.asdict(self)
         fields = {k: list(v) if isinstance(v, tuple) else v for k, v in fields.items()}
         return {"format": RECOVER_REPORT_FORMAT, "version": 1, **fields}
+
+    def to_json(self) -> str:
+        """The JSON report (:meth:`to_dict`) as text."""
+        return json.dumps(self.to_dict(), indent=2)
 
     def to_text(self) -> str:
         """A summary line, then one line per unattributed node, lost source, repair."""
@@ -89,14 +94,7 @@ class RecoveryReport:
 
 
 def _load(model: ModelInput, role: str) -> onnx.ModelProto | ir.Model:
-    if isinstance(model, (onnx.ModelProto, ir.Model)):
-        return model
-    if isinstance(model, (str, os.PathLike)):
-        return load_model_proto(model, load_weights=False)
-    raise TypeError(
-        f"recover: the {role} model must be an onnx.ModelProto, an onnx_ir.Model or a path, "
-        f"got {type(model).__name__}"
-    )
+    return model_input(model, where=f"recover: the {role} model", path_as="proto")
 
 
 def _text(item: object) -> str:
@@ -470,7 +468,7 @@ class RecoverOptions:
 @overload
 def recover(
     original: ModelInput,
-    optimized: ir.Model,
+    optimized: ir.Model | ONNXProgram,
     *,
     policies: Policies | None = ...,
     force: bool = ...,
@@ -494,8 +492,9 @@ def recover(
 
     Args:
         original: the model the tool was given (with provenance, e.g. from
-            modelprov.export); a ModelProto, an onnx_ir.Model or a path.
-        optimized: the model the tool wrote; a ModelProto, an onnx_ir.Model or a path.
+            modelprov.export); a ModelProto, an onnx_ir.Model, a path or a
+            torch.onnx.ONNXProgram.
+        optimized: the model the tool wrote, of the same kinds.
             External weights are never loaded.
         policies: merge policies (default modelprov.DEFAULT_POLICIES).
         force: recover even when the models do not look like they correspond (different
@@ -503,7 +502,7 @@ def recover(
 
     Returns:
         The optimized model with metadata restored, as an onnx_ir.Model when ``optimized``
-        is one, else as an onnx.ModelProto. Neither input is modified.
+        is one (or an ONNXProgram), else as an onnx.ModelProto. Neither input is modified.
     """
     return recover_with_report(original, optimized, policies=policies, force=force)[0]
 

@@ -6,9 +6,9 @@ import os
 from importlib import resources
 
 from modelprov._io import atomic_write_bytes
+from modelprov.onnx._convert import ModelInput, as_ir
 from modelprov.report._data import report_data
 from modelprov.report._embed import data_element
-from modelprov.report._inputs import ModelLike, as_ir
 
 __all__ = ["report", "write_report"]
 
@@ -62,9 +62,9 @@ def _asset(name: str) -> str:
 
 
 def report(
-    model: ModelLike,
+    model: ModelInput,
     *,
-    before: ModelLike | None = None,
+    before: ModelInput | None = None,
     title: str = "",
     source_code: bool = True,
 ) -> str:
@@ -79,8 +79,8 @@ def report(
     if not title and isinstance(model, str | os.PathLike):
         title = os.path.basename(os.fspath(model))
     document = report_data(
-        as_ir(model),
-        before=None if before is None else as_ir(before),
+        as_ir(model, where="report"),
+        before=None if before is None else as_ir(before, where="report(before=...)"),
         title=title,
         source_code=source_code,
     )
@@ -90,10 +90,10 @@ def report(
 
 
 def write_report(
-    model: ModelLike,
+    model: ModelInput,
     path: str | os.PathLike[str],
     *,
-    before: ModelLike | None = None,
+    before: ModelInput | None = None,
     source_code: bool = True,
 ) -> str:
     """Writes the HTML report to ``path`` and returns the path."""

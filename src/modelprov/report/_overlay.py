@@ -22,8 +22,8 @@ from onnx_ir.passes.common import NameFixPass
 from modelprov._io import atomic_write_bytes
 from modelprov.core._correspond import all_nodes
 from modelprov.errors import MetadataError
+from modelprov.onnx._convert import ModelInput, as_ir
 from modelprov.onnx._lookup import node_sources
-from modelprov.report._inputs import ModelLike, as_ir
 from modelprov.report._states import STATE_COLORS, known_sources, node_state
 
 __all__ = ["explorer_ids", "overlay", "write_overlay"]
@@ -80,7 +80,7 @@ def _number(text: str) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def overlay(model: ModelLike, *, key: str | None = None, coverage: bool = False) -> dict[str, Any]:
+def overlay(model: ModelInput, *, key: str | None = None, coverage: bool = False) -> dict[str, Any]:
     """Model Explorer node data for every node of an ONNX model (JSON-ready).
 
     With ``coverage`` (the default when no ``key`` is given) each node's value is its
@@ -91,7 +91,7 @@ def overlay(model: ModelLike, *, key: str | None = None, coverage: bool = False)
     """
     if key is not None and coverage:
         raise ValueError("overlay: pass either key=... or coverage=True, not both")
-    model_ir = as_ir(model)
+    model_ir = as_ir(model, where="overlay")
     ids = explorer_ids(model_ir)
     pairs = node_sources(model_ir)
     name = f"modelprov {key}" if key is not None else "modelprov coverage"
@@ -140,7 +140,7 @@ def overlay(model: ModelLike, *, key: str | None = None, coverage: bool = False)
 
 
 def write_overlay(
-    model: ModelLike,
+    model: ModelInput,
     path: str | os.PathLike[str],
     *,
     key: str | None = None,

@@ -13,7 +13,6 @@ parse, when iree-base-compiler is installed.
 from __future__ import annotations
 
 import dataclasses
-import os
 import types
 from collections.abc import Mapping
 from typing import Any
@@ -28,10 +27,10 @@ from modelprov.core.keys import STABLEHLO_STACK_KEY as STACK_KEY
 from modelprov.core.keys import STABLEHLO_TARGET_KEY as TARGET_KEY
 from modelprov.errors import StableHLOError
 from modelprov.stablehlo._locations import decode, located_source
+from modelprov.stablehlo._mlir_input import MlirInput, load_mlir
 
 __all__ = ["MlirOp", "read_mlir_sources", "sources_from"]
 
-_BYTECODE_MAGIC = b"ML\xefR"
 _CONTAINERS = frozenset({"builtin.module", "func.func", "func.return"})
 
 
@@ -107,33 +106,25 @@ def _trace(frames: tuple[Frame, ...]) -> str:
     )
 
 
-def read_mlir_sources(mlir: str | bytes | os.PathLike[str]) -> tuple[MlirOp, ...]:
-    """Every op of an MLIR module (text, bytecode, or a path to either) with its sources.
+def read_mlir_sources(mlir: MlirInput) -> tuple[MlirOp, ...]:
+    """Every op of an MLIR module with its sources: MLIR text, bytecode, the ``.jaxexport``
+    artifact ``StableHLOProgram.save`` writes (bytes), or a path (``str`` or ``Path``) to
+    any of them.
 
-    Raises StableHLOError when no available MLIR binding can parse it.
+    Raises StableHLOError for another kind of input, naming it, and when no available MLIR
+    binding can parse it.
     """
-    data = _load(mlir)
+    data, where = load_mlir(mlir, caller="read_mlir_sources")
     errors: list[str] = []
     for binding in _bindings():
         try:
             return _read_with(binding, data)
         except _ParseError as exc:
             errors.append(str(exc))
-    where = os.fspath(mlir) if isinstance(mlir, os.PathLike) else "the given MLIR"
     raise StableHLOError(
         f"cannot parse {where}: {'; '.join(errors) or 'no MLIR bindings installed'}; pass "
         "MLIR text or bytecode (install iree-base-compiler to read IREE's dialects)"
     )
-
-
-def _load(mlir: str | bytes | os.PathLike[str]) -> str | bytes:
-    if isinstance(mlir, os.PathLike):
-        with open(mlir, "rb") as handle:
-            raw = handle.read()
-        return raw if raw.startswith(_BYTECODE_MAGIC) else raw.decode("utf-8")
-    if isinstance(mlir, bytes) and not mlir.startswith(_BYTECODE_MAGIC):
-        return mlir.decode("utf-8")
-    return mlir
 
 
 class _ParseError(Exception):
