@@ -10,6 +10,7 @@ from typing import Any
 
 from modelprov.core._sources import Source
 from modelprov.core.keys import NUMERICS_FORMAT
+from modelprov.errors import MetadataError
 
 __all__ = ["NUMERICS_VERSION", "ModuleNumerics", "NumericsReport", "NumericsRow", "worst_of"]
 
@@ -54,6 +55,8 @@ class NumericsRow:
             "source": self.source.id,
             "fx_node": self.source.fx_node,
             "module": self.module_path,
+            "module_type": self.source.module_type,
+            "target": self.source.target,
             "file": self.source.file,
             "line": self.source.line,
             "node": self.node,
@@ -96,6 +99,47 @@ class ModuleNumerics:
             "mean_cosine_similarity": _finite(self.mean_cosine_similarity),
             "own_min_sqnr_db": _optional(self.own_min_sqnr_db),
         }
+
+
+def _number(field: object) -> float:
+    """A float written by :func:`_finite` (numbers, or "inf" / "-inf" / "nan")."""
+    if isinstance(field, bool) or not isinstance(field, int | float | str):
+        raise TypeError(f"expected a number, got {field!r}")
+    if isinstance(field, str) and field not in ("inf", "-inf", "nan"):
+        raise ValueError(f"expected a number, got {field!r}")
+    return float(field)
+
+
+def _row(item: dict[str, Any]) -> NumericsRow:
+    line = item["line"]
+    source = Source(
+        id=str(item["source"]),
+        fx_node=str(item["fx_node"]),
+        module_path=str(item["module"]),
+        module_type=str(item.get("module_type", "")),
+        target=str(item.get("target", "")),
+        file=None if item["file"] is None else str(item["file"]),
+        line=None if line is None else int(line),
+        stack_trace="",
+    )
+    own_rel, own_sqnr = item.get("own_max_rel_error"), item.get("own_sqnr_db")
+    return NumericsRow(
+        source=source,
+        node=str(item["node"]),
+        value=str(item["value"]),
+        shape=tuple(int(d) for d in item["shape"]),
+        max_abs_error=_number(item["max_abs_error"]),
+        max_rel_error=_number(item["max_rel_error"]),
+        mean_abs_error=_number(item["mean_abs_error"]),
+        cosine_similarity=_number(item["cosine_similarity"]),
+        sqnr_db=_number(item["sqnr_db"]),
+        diverges=bool(item["diverges"]),
+        starts_divergence=bool(item["starts_divergence"]),
+        upstream=tuple(int(i) for i in item["upstream"]),
+        node_modules=tuple(str(p) for p in item.get("node_modules", ())),
+        own_max_rel_error=None if own_rel is None else _number(own_rel),
+        own_sqnr_db=None if own_sqnr is None else _number(own_sqnr),
+    )
 
 
 def _optional(number: float | None) -> float | str | None:
@@ -171,6 +215,34 @@ class NumericsReport:
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=1, ensure_ascii=False, allow_nan=False)
+
+    @classmethod
+    def from_json(cls, text: str | bytes, *, where: str = "<numerics>") -> NumericsReport:
+        """Reads back what :meth:`to_json` wrote (format ``modelprov.numerics``, version 1);
+        anything else is a MetadataError naming ``where`` and the field."""
+        try:
+            document = json.loads(text)
+            if not isinstance(document, dict) or document.get("format") != NUMERICS_FORMAT:
+                raise ValueError(f'"format" must be {NUMERICS_FORMAT!r}')
+            if document.get("version") != NUMERICS_VERSION:
+                raise ValueError(f'"version" is {document.get("version")!r}, not 1')
+            rows = tuple(_row(item) for item in document["rows"])
+            return cls(
+                rows=rows,
+                rtol=float(document["rtol"]),
+                atol=float(document["atol"]),
+                reference=str(document["reference"]),
+                candidate=str(document["candidate"]),
+                candidate_sources=int(document["candidate_sources"]),
+                skipped=tuple(
+                    (str(item["value"]), str(item["reason"])) for item in document["skipped"]
+                ),
+            )
+        except (ValueError, KeyError, TypeError, RecursionError) as error:
+            raise MetadataError(
+                f"{where}: not a modelprov.numerics document ({error}); write it with "
+                "NumericsReport.to_json or modelprov compare --json"
+            ) from None
 
     def to_text(self, *, limit: int = 20) -> str:
         """A summary: the first divergence, the worst rows and the per-module table."""
