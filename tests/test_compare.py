@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
+import pathlib
 import random
 import subprocess
 import sys
@@ -25,6 +26,8 @@ from modelprov import _examples
 from modelprov.numerics import NumericsReport, compare
 
 pytestmark = pytest.mark.filterwarnings("ignore")
+
+_ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 class ConvTransformer(torch.nn.Module):
@@ -222,3 +225,24 @@ def test_onnx_reference_and_command_line(tmp_path) -> None:
     data = json.loads(overlay.read_text())
     results = next(iter(data.values()))["results"]
     assert results[first["node"]]["value"] > -1  # log10 of a large error
+
+
+def test_export_compare_prints_the_table_and_passes(tmp_path) -> None:
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "modelprov.cli",
+            "export",
+            "tests._factories:mlp",
+            "--onnx",
+            str(tmp_path / "m.onnx"),
+            "--compare",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=_ROOT,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "no value diverges" in run.stdout and "compared" in run.stdout

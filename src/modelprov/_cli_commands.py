@@ -302,6 +302,8 @@ def _cmd_export(args: argparse.Namespace) -> int:
     outputs = [path for path in (args.onnx, args.stablehlo) if path is not None]
     for path in outputs:
         check_output(path, [args.annotations] if args.annotations else [])
+    if args.compare and args.onnx is None:
+        raise UsageError("--compare needs --onnx OUT.onnx (the model it compares with torch)")
     if args.quantize is not None:
         if args.onnx is None:
             raise UsageError("--quantize needs --onnx OUT.onnx (the float model it quantizes)")
@@ -348,7 +350,36 @@ def _cmd_export(args: argparse.Namespace) -> int:
             f"wrote {args.stablehlo}: {len(program.ops)} ops, "
             f"{program.coverage:.0%} name their FX node"
         )
+    if args.compare:
+        return _export_compare(args, model, example, kwargs)
     return EXIT_OK
+
+
+def _export_compare(
+    args: argparse.Namespace, model: Any, example: tuple[Any, ...], kwargs: dict[str, Any]
+) -> int:
+    """``export --compare``: torch against the ONNX model written (and the quantized one,
+    each layer's own error shown); exit 1 when the float model diverges."""
+    from modelprov.numerics import compare
+
+    with _status(f"comparing {args.onnx} with torch"):
+        written = load_model(args.onnx, load_weights=True)
+        report = compare(model, written, example, kwargs=kwargs or None)
+    print(report.to_text())
+    if args.quantize is not None:
+        with _status(f"comparing {args.quantize} with torch"):
+            quantized = load_model(args.quantize, load_weights=True)
+            print()
+            print(compare(model, quantized, example, kwargs=kwargs or None, isolate=True).to_text())
+    first = report.first_divergence
+    if first is None:
+        return EXIT_OK
+    print(
+        f"modelprov: check failed: {args.onnx} differs from torch from {first.source.fx_node} "
+        f"in {first.module_path or '<root>'} on (node {first.node})",
+        file=sys.stderr,
+    )
+    return EXIT_CHECK_FAILED
 
 
 @contextlib.contextmanager
@@ -757,6 +788,13 @@ COMMANDS: tuple[Command, ...] = (
                 "(default OUT.quant.onnx)",
             ),
             *_QUANTIZE_OPTIONS,
+            argument(
+                "--compare",
+                action="store_true",
+                help="run torch and the written model on the example inputs and compare every "
+                "value by provenance (modelprov.compare; with --quantize, the quantized model "
+                "too, each layer's own error shown); exit 1 when the ONNX model diverges",
+            ),
         ),
         description="Export MODULE:FACTORY, a callable returning (model, args) or "
         "(model, args, kwargs), with modelprov.export / modelprov.export_stablehlo.",
