@@ -246,3 +246,40 @@ def test_export_compare_prints_the_table_and_passes(tmp_path) -> None:
     )
     assert run.returncode == 0, run.stderr
     assert "no value diverges" in run.stdout and "compared" in run.stdout
+
+
+def test_report_colours_nodes_by_error(tmp_path) -> None:
+    from modelprov.report._data import report_data
+    from tests._cdp import Browser, chromium_path
+    from tests.test_report import WAIT_READY
+
+    program, args, _ = _exported("mlp")
+    layer = _biases(program.model)[1]
+    broken = _plant(program.model, layer)
+    numerics = compare(program, broken, args)
+    document = report_data(broken, numerics=numerics)
+    first = numerics.first_divergence
+    assert first is not None
+    names = [node["name"] for node in document["nodes"]]
+    assert document["numerics"]["first"] == names.index(first.node)
+    by_node = {entry[0]: entry for entry in document["numerics"]["nodes"]}
+    assert by_node[names.index(first.node)][1] > 1e-2
+    assert all(entry[1] < 1e-3 for i, entry in by_node.items() if not entry[5])
+    browser_path = chromium_path()
+    if browser_path is None:
+        pytest.skip("chromium is not installed (apt-get install chromium)")
+    page_path = tmp_path / "numerics.html"
+    modelprov.write_report(broken, page_path, numerics=numerics)
+    with Browser.launched(browser_path) as browser:
+        page = browser.new_page()
+        page.goto("file://" + str(page_path))
+        assert page.evaluate(WAIT_READY) == "1", page.errors
+        index = names.index(first.node)
+        fill = page.evaluate(
+            f"document.querySelector('#graph .node[data-i=\"{index}\"] rect').getAttribute('fill')"
+        )
+        red, _green, blue = (int(c) for c in fill.removeprefix("rgb(").rstrip(")").split(","))
+        assert red > 200 and blue < 100, fill
+        page.evaluate(f"document.querySelector('#node-rows tr[data-i=\"{index}\"]').click()")
+        details = page.evaluate("document.getElementById('details').textContent")
+        assert "first divergence" in details and "max rel error" in details

@@ -525,8 +525,18 @@ def _cmd_report(args: argparse.Namespace) -> int:
     from modelprov.report import write_report
 
     check_output(args.output, [args.model, *([args.before] if args.before else [])])
+    numerics = None
+    if args.numerics:
+        from modelprov.numerics import NumericsReport
+
+        try:
+            with open(args.numerics, "rb") as stream:
+                text = stream.read(64 << 20)
+        except OSError as error:
+            raise UsageError(f"--numerics {args.numerics}: cannot read it: {error}") from None
+        numerics = NumericsReport.from_json(text, where=f"--numerics {args.numerics}")
     with _status(f"writing the report {args.output}"):
-        path = write_report(args.model, args.output, before=args.before)
+        path = write_report(args.model, args.output, before=args.before, numerics=numerics)
     _progress.summary(f"wrote {path}: open it in a browser (it loads nothing)")
     return EXIT_OK
 
@@ -949,6 +959,12 @@ COMMANDS: tuple[Command, ...] = (
                 help="the model before the change: recall, lost sources",
             ),
             argument("-o", "--output", required=True, help="output .html file"),
+            argument(
+                "--numerics",
+                metavar="NUMERICS.json",
+                help="colour nodes by their error against a reference: the JSON of "
+                "`modelprov compare REF MODEL --json` (format modelprov.numerics)",
+            ),
         ),
     ),
     Command(
