@@ -82,6 +82,7 @@ _CALLS: dict[str, Callable[[Any, pathlib.Path], Any]] = {
     "diff": lambda m, _: modelprov.diff(m, m),
     "quantize": lambda m, _: modelprov.quantize(m, calibration_batches=_batches()),
     "join_sources": lambda m, _: modelprov.join_sources(m, "module {}"),
+    "compare": lambda m, _: modelprov.compare(m, m, _examples.mlp()[1]),
 }
 
 
@@ -122,6 +123,8 @@ def _check(name: str, result: Any, program: torch.onnx.ONNXProgram) -> None:
         assert result == modelprov.structural_hash(program.model)
     elif name == "find_calls":
         assert result == []  # not functionized: no calls, but read
+    elif name == "compare":
+        assert result.rows and not result.diverges and result.coverage == 1.0
     elif name == "audit":
         assert result.nodes == nodes and result.nodes_without_sources == ()
     elif name == "report":

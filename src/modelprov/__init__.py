@@ -32,6 +32,7 @@ from modelprov.report import overlay, report, write_overlay, write_report
 
 if TYPE_CHECKING:
     from modelprov.annotation import annotate, annotations, calibrate
+    from modelprov.numerics import NumericsReport, compare
     from modelprov.onnx._export import export
     from modelprov.onnx._find_calls import find_calls
     from modelprov.onnx._functionize import FunctionizePass, FunctionizeResult, functionize
@@ -62,6 +63,8 @@ _LAZY = {
     "StableHLOProgram": "modelprov.stablehlo",
     "quantize": "modelprov.onnx._quantize",
     "export_stablehlo": "modelprov.stablehlo",
+    "compare": "modelprov.numerics",
+    "NumericsReport": "modelprov.numerics",
 }
 
 
@@ -86,6 +89,7 @@ __all__ = [
     "FunctionizeResult",
     "InlinePass",
     "MergeContext",
+    "NumericsReport",
     "OptimizeProvenancePass",
     "OptimizeResult",
     "Policies",
@@ -100,6 +104,7 @@ __all__ = [
     "annotations",
     "audit",
     "calibrate",
+    "compare",
     "diff",
     "errors",
     "export",

@@ -299,6 +299,8 @@ def _cmd_export(args: argparse.Namespace) -> int:
     outputs = [path for path in (args.onnx, args.stablehlo) if path is not None]
     for path in outputs:
         check_output(path, [args.annotations] if args.annotations else [])
+    if args.compare and args.onnx is None:
+        raise UsageError("--compare needs --onnx OUT.onnx (the model it compares with torch)")
     if args.quantize is not None:
         if args.onnx is None:
             raise UsageError("--quantize needs --onnx OUT.onnx (the float model it quantizes)")
@@ -345,7 +347,36 @@ def _cmd_export(args: argparse.Namespace) -> int:
             f"wrote {args.stablehlo}: {len(program.ops)} ops, "
             f"{program.coverage:.0%} name their FX node"
         )
+    if args.compare:
+        return _export_compare(args, model, example, kwargs)
     return EXIT_OK
+
+
+def _export_compare(
+    args: argparse.Namespace, model: Any, example: tuple[Any, ...], kwargs: dict[str, Any]
+) -> int:
+    """``export --compare``: torch against the ONNX model written (and the quantized one,
+    each layer's own error shown); exit 1 when the float model diverges."""
+    from modelprov.numerics import compare
+
+    with _status(f"comparing {args.onnx} with torch"):
+        written = load_model(args.onnx, load_weights=True)
+        report = compare(model, written, example, kwargs=kwargs or None)
+    print(report.to_text())
+    if args.quantize is not None:
+        with _status(f"comparing {args.quantize} with torch"):
+            quantized = load_model(args.quantize, load_weights=True)
+            print()
+            print(compare(model, quantized, example, kwargs=kwargs or None, isolate=True).to_text())
+    first = report.first_divergence
+    if first is None:
+        return EXIT_OK
+    print(
+        f"modelprov: check failed: {args.onnx} differs from torch from {first.source.fx_node} "
+        f"in {first.module_path or '<root>'} on (node {first.node})",
+        file=sys.stderr,
+    )
+    return EXIT_CHECK_FAILED
 
 
 @contextlib.contextmanager
@@ -491,8 +522,18 @@ def _cmd_report(args: argparse.Namespace) -> int:
     from modelprov.report import write_report
 
     check_output(args.output, [args.model, *([args.before] if args.before else [])])
+    numerics = None
+    if args.numerics:
+        from modelprov.numerics import NumericsReport
+
+        try:
+            with open(args.numerics, "rb") as stream:
+                text = stream.read(64 << 20)
+        except OSError as error:
+            raise UsageError(f"--numerics {args.numerics}: cannot read it: {error}") from None
+        numerics = NumericsReport.from_json(text, where=f"--numerics {args.numerics}")
     with _status(f"writing the report {args.output}"):
-        path = write_report(args.model, args.output, before=args.before)
+        path = write_report(args.model, args.output, before=args.before, numerics=numerics)
     _progress.summary(f"wrote {path}: open it in a browser (it loads nothing)")
     return EXIT_OK
 
@@ -504,6 +545,89 @@ def _cmd_overlay(args: argparse.Namespace) -> int:
     with _status(f"writing node data {args.output}"):
         path = write_overlay(args.model, args.output, key=args.key, coverage=args.coverage)
     _progress.summary(f"wrote {path}: Model Explorer node data")
+    return EXIT_OK
+
+
+def _compare_inputs(args: argparse.Namespace, names: Sequence[str]) -> list[tuple[Any, ...]]:
+    """The input batches of ``compare``: ``--inputs`` files (arrays by graph input name),
+    else ``--random N`` batches of the candidate's graph input types."""
+    import numpy as np
+
+    if args.inputs:
+        batches = []
+        for batch in _read_batches(args.inputs):
+            missing = [name for name in names if name not in batch]
+            if missing:
+                raise UsageError(
+                    f"--inputs: a batch lacks {', '.join(missing)}; give one array per graph "
+                    f"input of the candidate ({', '.join(names)}), named like the input"
+                )
+            batches.append(tuple(batch[name] for name in names))
+        return batches
+    from modelprov.numerics._random_inputs import random_inputs
+
+    generator = np.random.default_rng(args.seed)
+    return [random_inputs(args.candidate_model, generator) for _ in range(args.random or 1)]
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from modelprov.numerics import compare
+    from modelprov.numerics._report import worst_of
+    from modelprov.report import numerics_overlay
+
+    if args.overlay:
+        check_output(args.overlay, [args.reference, args.candidate], in_place=False)
+    if ":" in args.reference and not os.path.exists(args.reference):
+        with _user_model_errors(args.reference, "building the reference"):
+            reference, example, kwargs = _model_and_inputs(args.reference)
+    else:
+        reference = model_from_proto(
+            load_model_proto(args.reference, load_weights=True), args.reference
+        )
+        example, kwargs = (), {}
+    with _status(f"loading {args.candidate}"):
+        candidate = model_from_proto(
+            load_model_proto(args.candidate, load_weights=True), args.candidate
+        )
+    args.candidate_model = candidate
+    from modelprov.numerics._onnx_values import graph_input_names
+
+    batches = (
+        [example]
+        if example and not args.inputs and args.random is None
+        else _compare_inputs(args, graph_input_names(candidate))
+    )
+    reports = []
+    for number, batch in enumerate(batches, 1):
+        with _status(f"comparing batch {number} of {len(batches)}"):
+            reports.append(
+                compare(
+                    reference,
+                    candidate,
+                    batch,
+                    kwargs=kwargs if batch is example else None,
+                    rtol=args.rtol,
+                    atol=args.atol,
+                    isolate=args.isolate,
+                )
+            )
+    report = worst_of(reports)
+    print(report.to_json() if args.json else report.to_text())
+    if args.overlay:
+        text = json.dumps(numerics_overlay(candidate, report), indent=1)
+        from modelprov._io import atomic_write_bytes
+
+        atomic_write_bytes(args.overlay, text.encode("utf-8"))
+        _progress.summary(f"wrote {args.overlay}: Model Explorer node data (log10 max rel error)")
+    first = report.first_divergence
+    if first is not None:
+        print(
+            f"modelprov: check failed: {sum(r.diverges for r in report.rows)} values diverge; "
+            f"the first is {first.source.fx_node} in {first.module_path or '<root>'} "
+            f"(node {first.node})",
+            file=sys.stderr,
+        )
+        return EXIT_CHECK_FAILED
     return EXIT_OK
 
 
@@ -671,6 +795,13 @@ COMMANDS: tuple[Command, ...] = (
                 "(default OUT.quant.onnx)",
             ),
             *_QUANTIZE_OPTIONS,
+            argument(
+                "--compare",
+                action="store_true",
+                help="run torch and the written model on the example inputs and compare every "
+                "value by provenance (modelprov.compare; with --quantize, the quantized model "
+                "too, each layer's own error shown); exit 1 when the ONNX model diverges",
+            ),
         ),
         description="Export MODULE:FACTORY, a callable returning (model, args) or "
         "(model, args, kwargs), with modelprov.export / modelprov.export_stablehlo.",
@@ -825,6 +956,12 @@ COMMANDS: tuple[Command, ...] = (
                 help="the model before the change: recall, lost sources",
             ),
             argument("-o", "--output", required=True, help="output .html file"),
+            argument(
+                "--numerics",
+                metavar="NUMERICS.json",
+                help="colour nodes by their error against a reference: the JSON of "
+                "`modelprov compare REF MODEL --json` (format modelprov.numerics)",
+            ),
         ),
     ),
     Command(
@@ -845,6 +982,65 @@ COMMANDS: tuple[Command, ...] = (
                 )
             ),
         ),
+    ),
+    Command(
+        "compare",
+        "where a model's values part from its reference's, joined by provenance",
+        _cmd_compare,
+        (
+            argument(
+                "reference",
+                metavar="REF",
+                help="the reference: an .onnx model, or MODULE:FACTORY (a torch model run "
+                "eagerly, its example inputs used unless --inputs/--random)",
+            ),
+            argument(
+                "candidate", metavar="CAND.onnx", help="the model to check (carries provenance)"
+            ),
+            Exclusive(
+                (
+                    argument(
+                        "--inputs",
+                        nargs="+",
+                        metavar="FILE.npz",
+                        help="input batches: one .npz per batch, one array per graph input, "
+                        "named like the input",
+                    ),
+                    argument(
+                        "--random",
+                        type=_positive_int,
+                        metavar="N",
+                        help="N random batches of the candidate's input types (floats normal, "
+                        "integers 0..9); the worst error per value is kept",
+                    ),
+                )
+            ),
+            argument("--seed", type=int, default=0, help="seed of --random (default 0)"),
+            argument(
+                "--rtol",
+                type=float,
+                default=1e-4,
+                help="relative tolerance, times max |reference| of each value (default 1e-4)",
+            ),
+            argument(
+                "--atol", type=float, default=1e-5, help="absolute tolerance (default 1e-5)"
+            ),
+            argument(
+                "--isolate",
+                action="store_true",
+                help="also feed each layer the reference's inputs, to show the error it adds "
+                "by itself (own SQNR per module)",
+            ),
+            argument("--json", action="store_true", help="print JSON (modelprov.numerics v1)"),
+            argument(
+                "--overlay",
+                metavar="OUT.json",
+                help="write Model Explorer node data: log10 of each node's max relative error",
+            ),
+        ),
+        description="modelprov.compare: run both models on the same inputs and compare each "
+        "candidate value with the reference value of the operation producing it (joined by "
+        "provenance, not tensor names). Exit 1 when a value diverges beyond the tolerances.",
     ),
     Command(
         "quantize",

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import os
 from importlib import resources
+from typing import TYPE_CHECKING
 
 from modelprov._io import atomic_write_bytes
 from modelprov.onnx._convert import ModelInput, as_ir
 from modelprov.report._data import report_data
 from modelprov.report._embed import data_element
+
+if TYPE_CHECKING:
+    from modelprov.numerics import NumericsReport
 
 __all__ = ["report", "write_report"]
 
@@ -67,6 +71,7 @@ def report(
     before: ModelInput | None = None,
     title: str = "",
     source_code: bool = True,
+    numerics: NumericsReport | None = None,
 ) -> str:
     """The HTML provenance report of a model, as text.
 
@@ -74,7 +79,9 @@ def report(
     the graph grouped by module and coloured by state, node details with their source lines,
     a searchable node table. Self-contained: it loads nothing when opened. ``source_code``
     embeds a few lines around each source line from the Python files the traces name
-    (read now, bounded; False to leave them out).
+    (read now, bounded; False to leave them out). ``numerics`` (a
+    :func:`modelprov.compare` report of this model) colours nodes by their error against the
+    reference and lists each node's errors in its details.
     """
     if not title and isinstance(model, str | os.PathLike):
         title = os.path.basename(os.fspath(model))
@@ -83,6 +90,7 @@ def report(
         before=None if before is None else as_ir(before, where="report(before=...)"),
         title=title,
         source_code=source_code,
+        numerics=numerics,
     )
     return _TEMPLATE.format(
         css=_asset("report.css"), js=_asset("report.js"), data=data_element(document)
@@ -95,9 +103,10 @@ def write_report(
     *,
     before: ModelInput | None = None,
     source_code: bool = True,
+    numerics: NumericsReport | None = None,
 ) -> str:
     """Writes the HTML report to ``path`` and returns the path."""
     title = os.path.basename(os.fspath(model)) if isinstance(model, str | os.PathLike) else ""
-    text = report(model, before=before, title=title, source_code=source_code)
+    text = report(model, before=before, title=title, source_code=source_code, numerics=numerics)
     atomic_write_bytes(path, text.encode("utf-8"))
     return os.fspath(path)

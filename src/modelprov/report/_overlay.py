@@ -26,7 +26,7 @@ from modelprov.onnx._convert import ModelInput, as_ir
 from modelprov.onnx._lookup import node_sources
 from modelprov.report._states import STATE_COLORS, known_sources, node_state
 
-__all__ = ["explorer_ids", "overlay", "write_overlay"]
+__all__ = ["explorer_ids", "numerics_overlay", "overlay", "write_overlay"]
 
 _MAIN_GRAPH = "<main>"
 """model-explorer-onnx's id for a main graph without a name."""
@@ -136,6 +136,28 @@ def overlay(model: ModelInput, *, key: str | None = None, coverage: bool = False
             raise MetadataError(f"overlay: no node carries a numeric value of key {key!r}{detail}")
         for graph in graphs.values():
             graph["gradient"] = _GRADIENT
+    return graphs
+
+
+def numerics_overlay(model: ModelInput, report: Any) -> dict[str, Any]:
+    """Model Explorer node data of a :class:`~modelprov.numerics.NumericsReport`: each
+    compared node's largest relative error (max |c - r| / max |r|) as its log10 (float noise
+    near -7, a wrong layer near 0), on the blue-to-red gradient of numeric overlays."""
+    model_ir = as_ir(model, where="numerics_overlay")
+    ids = explorer_ids(model_ir)
+    worst: dict[str, float] = {}
+    for row in report.rows:
+        error = row.max_rel_error if math.isfinite(row.max_rel_error) else 1e9
+        worst[row.node] = max(worst.get(row.node, 0.0), error)
+    graphs: dict[str, dict[str, Any]] = {}
+    for node, where in zip(all_nodes(model_ir.graph), ids, strict=True):
+        if where is None or node.name not in worst:
+            continue
+        graph_id, node_id = where
+        graph = graphs.setdefault(
+            graph_id, {"name": "modelprov max rel error", "results": {}, "gradient": _GRADIENT}
+        )
+        graph["results"][node_id] = {"value": round(math.log10(max(worst[node.name], 1e-12)), 3)}
     return graphs
 
 
