@@ -34,6 +34,7 @@ SUBCOMMANDS = (
     "policies",
     "report",
     "overlay",
+    "compare",
     "quantize",
 )
 

@@ -183,7 +183,7 @@ def test_json_is_versioned_and_finite() -> None:
     program, args, _ = _exported("mlp")
     layer = _biases(program.model)[0]
     document = json.loads(compare(program, _plant(program.model, layer), args).to_json())
-    assert document["format"] == "modelprov.numerics" and document["version"] == 1
+    assert document["format"] == "modelprov.numerics-report" and document["version"] == 1
     first = document["rows"][document["first_divergence"]]
     assert layer.removesuffix(".bias") in first["node_modules"] and first["starts_divergence"]
     assert all(isinstance(row["sqnr_db"], float | str) for row in document["rows"])
@@ -191,8 +191,8 @@ def test_json_is_versioned_and_finite() -> None:
     again = NumericsReport.from_json(report.to_json())
     assert again.to_json() == report.to_json()
     assert again.first_divergence is not None and again.first_divergence.value == first["value"]
-    with pytest.raises(modelprov.errors.MetadataError, match="not a modelprov.numerics"):
-        NumericsReport.from_json('{"format": "modelprov.numerics", "version": 2}', where="x.json")
+    with pytest.raises(modelprov.errors.MetadataError, match="not a modelprov.numerics-report"):
+        NumericsReport.from_json('{"format": "modelprov.numerics-report", "version": 2}', where="x.json")
 
 
 def test_onnx_reference_and_command_line(tmp_path) -> None:

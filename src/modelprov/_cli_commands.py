@@ -960,7 +960,7 @@ COMMANDS: tuple[Command, ...] = (
                 "--numerics",
                 metavar="NUMERICS.json",
                 help="colour nodes by their error against a reference: the JSON of "
-                "`modelprov compare REF MODEL --json` (format modelprov.numerics)",
+                "`modelprov compare REF MODEL --json` (format modelprov.numerics-report)",
             ),
         ),
     ),
@@ -1031,7 +1031,7 @@ COMMANDS: tuple[Command, ...] = (
                 help="also feed each layer the reference's inputs, to show the error it adds "
                 "by itself (own SQNR per module)",
             ),
-            argument("--json", action="store_true", help="print JSON (modelprov.numerics v1)"),
+            argument("--json", action="store_true", help="print JSON (modelprov.numerics-report v1)"),
             argument(
                 "--overlay",
                 metavar="OUT.json",

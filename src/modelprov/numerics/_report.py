@@ -218,7 +218,7 @@ class NumericsReport:
 
     @classmethod
     def from_json(cls, text: str | bytes, *, where: str = "<numerics>") -> NumericsReport:
-        """Reads back what :meth:`to_json` wrote (format ``modelprov.numerics``, version 1);
+        """Reads back what :meth:`to_json` wrote (format ``modelprov.numerics-report``, version 1);
         anything else is a MetadataError naming ``where`` and the field."""
         try:
             document = json.loads(text)
@@ -240,7 +240,7 @@ class NumericsReport:
             )
         except (ValueError, KeyError, TypeError, RecursionError) as error:
             raise MetadataError(
-                f"{where}: not a modelprov.numerics document ({error}); write it with "
+                f"{where}: not a modelprov.numerics-report document ({error}); write it with "
                 "NumericsReport.to_json or modelprov compare --json"
             ) from None
 
