@@ -13,6 +13,7 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from modelprov._input_files import read_regular
 from modelprov.core import policy as _policy
 from modelprov.core.keys import POLICIES_FORMAT, RESERVED_PREFIX
 from modelprov.core.policy import DEFAULT_POLICIES, Policies, Policy, _Spec
@@ -65,8 +66,7 @@ def load_policies(path: str | os.PathLike[str]) -> Policies:
     """The policies of the JSON file at ``path`` (at most :data:`MAX_POLICIES_BYTES`)."""
     where = os.fspath(path)
     try:
-        with open(where, "rb") as stream:
-            data = stream.read(MAX_POLICIES_BYTES + 1)
+        data = read_regular(where, MAX_POLICIES_BYTES)
     except OSError as error:
         raise PolicyError(
             f"{where}: cannot read the policies file ({error.strerror or error}); "
@@ -126,8 +126,22 @@ def parse_policies(
                 f"{where}: key {key!r}: give a metadata key or glob (e.g. custom.max, pkg.*); "
                 f"modelprov's own keys ({RESERVED_PREFIX}*) are not merged by policies"
             )
+        if not _is_text(key):
+            raise PolicyError(
+                f"{where}: key {key!r} holds a lone surrogate (a \\uD800-\\uDFFF escape "
+                "without its pair), which no metadata key can hold; write the character itself"
+            )
         entries[key] = _parse_policy(spec, f"{where}: key {key!r}")
     return Policies({**base, **entries}, default=default)
+
+
+def _is_text(text: str) -> bool:
+    """True when ``text`` encodes as UTF-8 (no lone surrogate)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def dump_policies(policies: Policies, *, full: bool = False) -> str:
@@ -245,7 +259,7 @@ def _parse_policy(spec: Any, where: str, *, inside: str | None = None) -> Policy
             raise PolicyError(f"{where}: policy {name!r} has no option {field!r}; {takes}")
     if name == "join":
         sep = options.get("sep", "\n")
-        if not isinstance(sep, str) or not sep:
+        if not isinstance(sep, str) or not sep or not _is_text(sep):
             raise PolicyError(
                 f'{where}: join\'s "sep" must be a non-empty string (e.g. "; "), not {sep!r}'[:300]
             )
