@@ -14,6 +14,7 @@ from modelprov._proto_check import read_proto
 from modelprov.core._correspond import all_nodes
 from modelprov.core.policy import Policies
 from modelprov.onnx._duplicates import has_duplicate_keys, merge_duplicate_keys
+from modelprov.onnx._ir_check import checked_clone
 
 __all__ = [
     "AnyModel",
@@ -63,7 +64,7 @@ def to_ir_copy(model: onnx.ModelProto | ir.Model, policies: Policies | None = No
     initializer), which would change the caller's proto.
     """
     if isinstance(model, ir.Model):
-        copy = model.clone()
+        copy = checked_clone(model)
         _detach_attribute_tensors(copy)
         return copy
     if isinstance(model, onnx.ModelProto):

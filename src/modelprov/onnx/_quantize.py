@@ -36,8 +36,10 @@ import onnx
 import onnx_ir as ir
 
 from modelprov._io import load_model_proto, save_model
+from modelprov._proto_check import read_proto
 from modelprov.core.policy import Policies
 from modelprov.errors import MissingDependencyError, QuantizationError
+from modelprov.onnx._ir_check import checked_clone
 from modelprov.onnx._qdq_provenance import attribute_quantized
 from modelprov.onnx._quant_ranges import RANGE_MAX_KEY, RANGE_MIN_KEY, model_ranges
 
@@ -84,12 +86,12 @@ def _quant_type(value: object, argument: str) -> Any:
 def _load(model: ModelInput) -> tuple[onnx.ModelProto | None, ir.Model]:
     """The model as (proto if given as one, onnx_ir model), weights loaded; never modified."""
     if isinstance(model, ir.Model):
-        return None, model
+        return None, checked_clone(model)  # shares the weights; refuses a broken model
     if isinstance(model, onnx.ModelProto):
-        return model, ir.from_proto(model)
+        return model, read_proto(model)
     if isinstance(model, (str, os.PathLike)):
         proto = load_model_proto(model, load_weights=True)
-        return proto, ir.from_proto(proto)
+        return proto, read_proto(proto, os.fspath(model))
     raise TypeError(
         "quantize: the model must be an onnx.ModelProto, an onnx_ir.Model or a path, got "
         f"{type(model).__name__}"
