@@ -11,7 +11,7 @@ import onnx_ir as ir
 
 from modelprov._io import load_model_proto
 from modelprov.core.policy import Policies
-from modelprov.errors import CorrespondenceError, MissingDependencyError
+from modelprov.errors import CorrespondenceError, MissingDependencyError, UsageError
 from modelprov.onnx._recover import recover_with_report
 
 __all__ = ["TOOLS", "optimize_with"]
@@ -129,7 +129,7 @@ def optimize_with(
     """
     runner = _RUNNERS.get(tool)
     if runner is None:
-        raise ValueError(f"unknown tool {tool!r}; choose one of {', '.join(TOOLS)}")
+        raise UsageError(f"unknown tool {tool!r}; choose one of {', '.join(TOOLS)}")
     if isinstance(model, ir.Model):
         proto = ir.to_proto(model)
     elif isinstance(model, onnx.ModelProto):
