@@ -39,5 +39,16 @@ def test_many_globs_try_only_their_prefix() -> None:
     assert index.best("team7.other") == "team7.*"
     assert index.best("team49999.k") == "team49999.*"
     assert index.best("custom.max") is None
-    compiled = sum(g.matcher is not None for bucket in index._buckets.values() for g in bucket)
+    ranked = index._prefixes._ranked
+    compiled = sum(g.matcher is not None for bucket in ranked.values() for g in bucket)
     assert compiled == 1  # only the one glob that is more than a prefix and a star
+
+
+def test_globs_starting_with_a_wildcard_try_only_their_suffix() -> None:
+    index = GlobIndex([f"*.stat{i}" for i in range(50_000)] + ["*x*"])
+    assert index.best("custom.stat123") == "*.stat123"
+    assert index.best("a.x.b") == "*x*"
+    assert index.best("custom.min") is None
+    ranked = index._suffixes._ranked
+    tried = [g for b in ranked.values() for g in b if g.matcher is not None]
+    assert [g.pattern for g in tried] == ["*.stat123"]

@@ -485,7 +485,7 @@ class Policies(Mapping[str, Policy]):
         if key in self._entries and not is_glob(key):
             return key
         if self._globs is None:
-            self._globs = GlobIndex(pattern for pattern in self._entries if is_glob(pattern))
+            self._globs = GlobIndex(self._entries)
         return self._globs.best(key)
 
     def is_value_scoped(self, key: str) -> bool:
