@@ -112,6 +112,8 @@ def test_recursion_names_the_cycle(corpus: tuple[Path, list[Case]]) -> None:
     proto = onnx.load(str(folder / "recursive_three.onnx"))
     with pytest.raises(InvalidModelError, match=r"local::f -> .*::g -> .*::h -> .*::f"):
         modelprov.inline(proto)
+    with pytest.raises(InvalidModelError, match=r"call themselves"):  # in a PassManager
+        modelprov.OptimizeProvenancePass()(ir.from_proto(proto))
 
 
 # --- input files -----------------------------------------------------------------------------
@@ -132,14 +134,15 @@ def _run(argv: list[str], cwd: Path, *, unblock: Path | None = None) -> tuple[in
             os.chdir(previous)
         result["err"] = captured["err"].decode("utf-8", "replace")
 
-    thread = threading.Thread(target=target)
+    thread = threading.Thread(target=target, daemon=True)
     thread.start()
     thread.join(60)
     if thread.is_alive():
-        if unblock is not None:
-            with contextlib.suppress(OSError):
-                os.close(os.open(unblock, os.O_WRONLY | os.O_NONBLOCK))
-        thread.join(60)
+        for _ in range(20):  # each open of the FIFO blocks until a writer comes and goes
+            if unblock is not None:
+                with contextlib.suppress(OSError):
+                    os.close(os.open(unblock, os.O_WRONLY | os.O_NONBLOCK))
+            thread.join(1)
         pytest.fail(f"{argv} blocked on {unblock}")
     return result["code"], result["err"]
 
@@ -212,7 +215,8 @@ def test_policies_with_a_lone_surrogate(corpus, tmp_path, command, content) -> N
 
 
 def _npy(path: Path) -> None:
-    np.save(path, np.zeros((1, 12, 32, 128), np.float32))
+    with open(path, "wb") as stream:  # np.save(path) would append .npy to the name
+        np.save(stream, np.zeros((1, 12, 32, 128), np.float32))
 
 
 def _zip_header_only(path: Path) -> None:
@@ -377,3 +381,25 @@ def test_recover_summarizes_library_warnings_in_one_line(corpus, tmp_path) -> No
     assert code in (0, 2) and "Traceback" not in stderr, stderr
     if code == 2:
         assert len(stderr.strip().splitlines()) == 1, stderr
+
+
+# --- onnxscript's quadratic rewriter ---------------------------------------------------------
+
+
+def test_optimize_says_when_onnxscripts_rewriter_will_take_long(
+    corpus: tuple[Path, list[Case]],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from modelprov.onnx import _optimize
+
+    folder, _ = corpus
+    proto = onnx.load(str(folder / PLAIN))
+    with caplog.at_level("WARNING", logger="modelprov"):
+        modelprov.optimize(proto)
+    assert not [r for r in caplog.records if "quadratic" in r.getMessage()]
+    monkeypatch.setattr(_optimize, "QUADRATIC_FROM_NODES", len(proto.graph.node))
+    with caplog.at_level("WARNING", logger="modelprov"):
+        modelprov.optimize(proto)
+    said = [r.getMessage() for r in caplog.records if "quadratic" in r.getMessage()]
+    assert said == [f"optimizing {len(proto.graph.node)} nodes: " + said[0].split(": ", 1)[1]]
