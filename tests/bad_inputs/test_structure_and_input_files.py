@@ -403,3 +403,14 @@ def test_optimize_says_when_onnxscripts_rewriter_will_take_long(
         modelprov.optimize(proto)
     said = [r.getMessage() for r in caplog.records if "quadratic" in r.getMessage()]
     assert said == [f"optimizing {len(proto.graph.node)} nodes: " + said[0].split(": ", 1)[1]]
+
+
+def test_bad_options_of_the_api_are_usage_errors(corpus: tuple[Path, list[Case]]) -> None:
+    from modelprov.errors import UsageError
+
+    folder, _ = corpus
+    proto = onnx.load(str(folder / PLAIN))
+    with pytest.raises(UsageError, match="level must be 'aten' or 'module'"):
+        modelprov.functionize(proto, level="layer")  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match="unknown tool 'nope'"):
+        modelprov.optimize_with("nope", proto)  # type: ignore[arg-type]
