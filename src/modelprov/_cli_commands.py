@@ -204,9 +204,7 @@ def _cmd_diff(args: argparse.Namespace) -> int:
     from modelprov.audit import diff
 
     with _status("comparing"):
-        before = load_model_proto(args.before, load_weights=False)
-        after = load_model_proto(args.after, load_weights=False)
-        report = diff(before, after)
+        report = diff(args.before, args.after)  # paths: errors name the file
     print(report.to_json_text() if args.json else report.to_text())
     if args.fail_under is not None and report.fx_nodes_dyn.value < args.fail_under:
         print(
