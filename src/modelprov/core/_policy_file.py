@@ -13,6 +13,7 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from modelprov._gc import gc_paused
 from modelprov._input_files import read_regular
 from modelprov.core import policy as _policy
 from modelprov.core.keys import POLICIES_FORMAT, RESERVED_PREFIX
@@ -77,7 +78,8 @@ def load_policies(path: str | os.PathLike[str]) -> Policies:
             f"{where}: a policies file may hold at most {MAX_POLICIES_BYTES} bytes; this one "
             "is larger (it should name keys and policies only)"
         )
-    return parse_policies(data, where=where)
+    with gc_paused():  # a large file makes one object per key, none of them garbage
+        return parse_policies(data, where=where)
 
 
 def parse_policies(
@@ -126,12 +128,15 @@ def parse_policies(
                 f"{where}: key {key!r}: give a metadata key or glob (e.g. custom.max, pkg.*); "
                 f"modelprov's own keys ({RESERVED_PREFIX}*) are not merged by policies"
             )
-        if not _is_text(key):
+        if not key.isascii() and not _is_text(key):
             raise PolicyError(
                 f"{where}: key {key!r} holds a lone surrogate (a \\uD800-\\uDFFF escape "
                 "without its pair), which no metadata key can hold; write the character itself"
             )
-        entries[key] = _parse_policy(spec, f"{where}: key {key!r}")
+        if isinstance(spec, str) and spec in _PLAIN:  # a plain name: no options to read
+            entries[key] = _PLAIN[spec]
+        else:
+            entries[key] = _parse_policy(spec, f"{where}: key {key!r}")
     return Policies({**base, **entries}, default=default)
 
 

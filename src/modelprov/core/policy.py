@@ -22,6 +22,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 
+from modelprov._gc import gc_paused
 from modelprov.core import _stack_trace, keys
 from modelprov.core._glob_index import GlobIndex, is_glob
 from modelprov.errors import PolicyError
@@ -485,7 +486,8 @@ class Policies(Mapping[str, Policy]):
         if key in self._entries and not is_glob(key):
             return key
         if self._globs is None:
-            self._globs = GlobIndex(self._entries)
+            with gc_paused():  # one object per glob, none of them garbage
+                self._globs = GlobIndex(self._entries)
         return self._globs.best(key)
 
     def is_value_scoped(self, key: str) -> bool:
