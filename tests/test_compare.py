@@ -192,7 +192,9 @@ def test_json_is_versioned_and_finite() -> None:
     assert again.to_json() == report.to_json()
     assert again.first_divergence is not None and again.first_divergence.value == first["value"]
     with pytest.raises(modelprov.errors.MetadataError, match="not a modelprov.numerics-report"):
-        NumericsReport.from_json('{"format": "modelprov.numerics-report", "version": 2}', where="x.json")
+        NumericsReport.from_json(
+            '{"format": "modelprov.numerics-report", "version": 2}', where="x.json"
+        )
 
 
 def test_onnx_reference_and_command_line(tmp_path) -> None:

@@ -16,11 +16,13 @@ import json
 import math
 import os
 import sys
+import zipfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from modelprov import _progress
 from modelprov._cli_spec import Command, Exclusive, OptionsOf, argument, option_values
+from modelprov._input_files import open_regular, read_regular
 from modelprov._io import (
     check_output,
     load_model,
@@ -68,6 +70,18 @@ def _fx_recall(before: ir.Model, after: ir.Model) -> str:
     return f"FX-node recall {kept / len(old) if old else 1.0:.3f} ({kept}/{len(old)})"
 
 
+def _check_output(args: argparse.Namespace, output: str, inputs: Sequence[str]) -> str:
+    """:func:`check_output` for a command: overwriting an input is allowed, and advised in
+    the error, only when the command has the ``--in-place`` flag (and it was given)."""
+    has_flag = hasattr(args, _IN_PLACE_DEST)
+    return check_output(
+        output,
+        inputs,
+        in_place=bool(getattr(args, _IN_PLACE_DEST, False)),
+        allow_with=_IN_PLACE.flags[0] if has_flag else None,
+    )
+
+
 # --- graph commands -------------------------------------------------------------------------
 
 
@@ -76,7 +90,7 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
 
     from modelprov.onnx._optimize import OptimizeProvenancePass
 
-    output = check_output(args.output, [args.model], in_place=args.in_place)
+    output = _check_output(args, args.output, [args.model])
     with _status(f"loading {args.model}"):
         proto = load_model_proto(args.model, load_weights=True)
         model = model_from_proto(proto, args.model)
@@ -103,7 +117,8 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
 
 
 def _cmd_recover(args: argparse.Namespace) -> int:
-    output = check_output(args.output, [args.original, args.optimized], in_place=args.in_place)
+
+    output = _check_output(args, args.output, [args.original, args.optimized])
     with _status("loading models"):
         original = load_model_proto(args.original, load_weights=False)
         optimized = load_model_proto(args.optimized, load_weights=False)
@@ -134,7 +149,7 @@ def _rewrite_model(
     args: argparse.Namespace, doing: str, transform: Callable[[ir.Model], ir.Model]
 ) -> int:
     """Loads MODEL (graph only), transforms it, writes OUTPUT atomically."""
-    output = check_output(args.output, [args.model], in_place=args.in_place)
+    output = _check_output(args, args.output, [args.model])
     with _status(f"loading {args.model}"):
         model = load_model(args.model)
     before = (len(list(model.graph)), len(model.functions))
@@ -187,9 +202,7 @@ def _cmd_diff(args: argparse.Namespace) -> int:
     from modelprov.audit import diff
 
     with _status("comparing"):
-        before = load_model_proto(args.before, load_weights=False)
-        after = load_model_proto(args.after, load_weights=False)
-        report = diff(before, after)
+        report = diff(args.before, args.after)  # paths: errors name the file
     print(report.to_json() if args.json else report.to_text())
     if args.fail_under is not None and report.fx_nodes_dyn.value < args.fail_under:
         print(
@@ -250,13 +263,35 @@ def _model_and_inputs(spec: str) -> tuple[Any, tuple[Any, ...], dict[str, Any]]:
     return model, example, kwargs
 
 
-def _read_annotations(path: str) -> dict[str, dict[str, Any]]:
+_MAX_JSON_INPUT_BYTES = 1 << 30
+"""Largest annotations or ranges file read (1 GiB): per-module numbers, never weights."""
+
+
+def _read_json(path: str, what: str) -> Any:
+    """The JSON document of the regular file ``path`` (UsageError naming it otherwise)."""
     try:
-        with open(path, encoding="utf-8") as stream:
-            document = json.load(stream)
+        data = read_regular(path, _MAX_JSON_INPUT_BYTES)
+        if len(data) > _MAX_JSON_INPUT_BYTES:
+            raise UsageError(
+                f"{path}: cannot read {what}: over {_MAX_JSON_INPUT_BYTES} bytes; it should "
+                "hold per-module numbers only"
+            )
+        return json.loads(data.decode("utf-8-sig"))
     except (OSError, ValueError, RecursionError) as error:
-        reason = "nested too deeply" if isinstance(error, RecursionError) else error
-        raise UsageError(f"{path}: cannot read annotations: {reason}") from None
+        if isinstance(error, UsageError):
+            raise
+        reason = (
+            "nested too deeply"
+            if isinstance(error, RecursionError)
+            else error.strerror or error
+            if isinstance(error, OSError)
+            else error
+        )
+        raise UsageError(f"{path}: cannot read {what}: {reason}") from None
+
+
+def _read_annotations(path: str) -> dict[str, dict[str, Any]]:
+    document = _read_json(path, "annotations")
     if not isinstance(document, dict) or not all(isinstance(v, dict) for v in document.values()):
         raise UsageError(
             f"{path}: annotations must be a JSON object {{module_path: {{key: value}}}}"
@@ -298,14 +333,14 @@ def _cmd_export(args: argparse.Namespace) -> int:
         raise UsageError(f"--calibrate {args.calibrate}: give a positive number of batches")
     outputs = [path for path in (args.onnx, args.stablehlo) if path is not None]
     for path in outputs:
-        check_output(path, [args.annotations] if args.annotations else [])
+        _check_output(args, path, [args.annotations] if args.annotations else [])
     if args.compare and args.onnx is None:
         raise UsageError("--compare needs --onnx OUT.onnx (the model it compares with torch)")
     if args.quantize is not None:
         if args.onnx is None:
             raise UsageError("--quantize needs --onnx OUT.onnx (the float model it quantizes)")
         args.quantize = args.quantize or _quantized_name(args.onnx)
-        check_output(args.quantize, [args.onnx])
+        _check_output(args, args.quantize, [args.onnx])
     annotations: dict[str, dict[str, Any]] = {}
     batches: list[Any] = []
     with _status(f"building {args.factory}"):
@@ -422,11 +457,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _read_ranges(path: str) -> dict[str, Any]:
-    try:
-        with open(path, encoding="utf-8") as stream:
-            document = json.load(stream)
-    except (OSError, ValueError) as error:
-        raise UsageError(f"{path}: cannot read ranges: {error}") from None
+    document = _read_json(path, "ranges")
     if not isinstance(document, dict):
         raise UsageError(
             f"{path}: ranges must be a JSON object {{tensor or module path: [min, max]}}"
@@ -440,13 +471,23 @@ def _read_batches(paths: Sequence[str]) -> list[dict[str, Any]]:
 
     batches: list[dict[str, Any]] = []
     for path in paths:
+        advice = (
+            "give .npz files with one array per graph input, named like the input (numpy.savez)"
+        )
         try:
-            with np.load(path, allow_pickle=False) as arrays:
-                batches.append({name: arrays[name] for name in arrays.files})
-        except (OSError, ValueError) as error:
+            with open_regular(path) as stream:
+                loaded = np.load(stream, allow_pickle=False)
+                if not isinstance(loaded, np.lib.npyio.NpzFile):
+                    raise UsageError(f"{path}: holds one array (.npy), not a batch; {advice}")
+                with loaded as arrays:
+                    batches.append({name: arrays[name] for name in arrays.files})
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as error:
+            if isinstance(error, UsageError):
+                raise
+            reason = error.strerror if isinstance(error, OSError) and error.strerror else error
+            shown = " ".join(str(reason).split())
             raise UsageError(
-                f"{path}: cannot read a calibration batch ({error}); give .npz files with "
-                "one array per graph input, named like the input (numpy.savez)"
+                f"{path}: cannot read a calibration batch ({shown}); {advice}"
             ) from None
     return batches
 
@@ -470,7 +511,7 @@ def _report_quantized(model: ir.Model, as_json: bool) -> None:
 def _cmd_quantize(args: argparse.Namespace) -> int:
     from modelprov.onnx._quantize import quantize
 
-    output = check_output(args.output, [args.model], in_place=args.in_place)
+    output = _check_output(args, args.output, [args.model])
     ranges = _read_ranges(args.ranges) if args.ranges else None
     batches = _read_batches(args.calibrate_from) if args.calibrate_from else None
     with _status(f"loading {args.model}"):
@@ -521,14 +562,14 @@ def _cmd_policies(args: argparse.Namespace) -> int:
 def _cmd_report(args: argparse.Namespace) -> int:
     from modelprov.report import write_report
 
-    check_output(args.output, [args.model, *([args.before] if args.before else [])])
+    _check_output(args, args.output, [args.model, *([args.before] if args.before else [])])
     numerics = None
     if args.numerics:
+        from modelprov._input_files import read_regular
         from modelprov.numerics import NumericsReport
 
         try:
-            with open(args.numerics, "rb") as stream:
-                text = stream.read(64 << 20)
+            text = read_regular(args.numerics, 64 << 20)
         except OSError as error:
             raise UsageError(f"--numerics {args.numerics}: cannot read it: {error}") from None
         numerics = NumericsReport.from_json(text, where=f"--numerics {args.numerics}")
@@ -541,7 +582,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
 def _cmd_overlay(args: argparse.Namespace) -> int:
     from modelprov.report import write_overlay
 
-    check_output(args.output, [args.model], in_place=False)
+    _check_output(args, args.output, [args.model])
     with _status(f"writing node data {args.output}"):
         path = write_overlay(args.model, args.output, key=args.key, coverage=args.coverage)
     _progress.summary(f"wrote {path}: Model Explorer node data")
@@ -699,6 +740,14 @@ _OPTIMIZE_SET_BY_COMMAND = ("per_pass",)
 
 # --- the table ------------------------------------------------------------------------------
 
+_IN_PLACE = argument(
+    "--in-place",
+    action="store_true",
+    help="allow OUT.onnx to be an input (it is replaced atomically)",
+)
+_IN_PLACE_DEST = _IN_PLACE.flags[0].lstrip("-").replace("-", "_")
+"""The attribute argparse stores ``--in-place`` under: present only on commands with it."""
+
 _OUTPUT = (
     argument(
         "-o",
@@ -708,11 +757,7 @@ _OUTPUT = (
         help="output .onnx file, written atomically (weights over 2 GB or kept on disk go "
         "to OUT.onnx.data)",
     ),
-    argument(
-        "--in-place",
-        action="store_true",
-        help="allow OUT.onnx to be an input (it is replaced atomically)",
-    ),
+    _IN_PLACE,
 )
 
 _POLICIES = argument(
@@ -1031,7 +1076,9 @@ COMMANDS: tuple[Command, ...] = (
                 help="also feed each layer the reference's inputs, to show the error it adds "
                 "by itself (own SQNR per module)",
             ),
-            argument("--json", action="store_true", help="print JSON (modelprov.numerics-report v1)"),
+            argument(
+                "--json", action="store_true", help="print JSON (modelprov.numerics-report v1)"
+            ),
             argument(
                 "--overlay",
                 metavar="OUT.json",

@@ -22,6 +22,7 @@ import onnx_ir as ir
 from google.protobuf.message import DecodeError
 
 from modelprov._external_tensors import embedded_external_tensors, set_base_dir
+from modelprov._input_files import open_regular
 from modelprov._output import (
     check_replaceable,
     data_file_name,
@@ -73,6 +74,8 @@ def _check_path(path: str | os.PathLike[str]) -> str:
         raise InvalidModelError(f"{name}: no such file; check the path")
     if os.path.isdir(name):
         raise InvalidModelError(f"{name}: is a directory, not an ONNX model file")
+    if not os.path.isfile(name):
+        raise InvalidModelError(f"{name}: is a FIFO, device or socket, not an ONNX model file")
     if os.path.getsize(name) == 0:
         raise InvalidModelError(f"{name}: the file is empty, not an ONNX model")
     return name
@@ -133,6 +136,11 @@ def external_data_of(proto: onnx.ModelProto, model_path: str) -> list[ExternalDa
         where = f"{model_path}: tensor {tensor.name!r} stores its data in {location!r}"
         if not location:
             raise InvalidModelError(f"{where}, which names no file; the model is corrupt")
+        if not isinstance(location, str) or "\0" in location:
+            raise InvalidModelError(
+                f"{where}, which is no file name (a NUL byte or invalid UTF-8); the model is "
+                "corrupt: fix the tensor's location"
+            )
         if os.path.isabs(location) or location.startswith(("/", "\\")) or ":" in location[:3]:
             raise InvalidModelError(
                 f"{where}, an absolute path; external data must lie inside the model's "
@@ -248,13 +256,15 @@ def check_output(
     inputs: Sequence[str | os.PathLike[str]],
     *,
     in_place: bool = False,
+    allow_with: str | None = None,
 ) -> str:
     """Checks, before any work, that ``output`` can be written and overwrites no input.
 
     The output (a regular file or a missing path, symlinks followed, see
     :mod:`modelprov._output`) and its ``.data`` file must not be an input or one of the
     inputs' external data files unless ``in_place``; the output folder must exist and be
-    writable. Returns the output path.
+    writable. ``allow_with`` names the caller's flag that allows overwriting an input (the
+    error advises it), None when there is none. Returns the output path.
     """
     name = os.fspath(output)
     target = output_target(name)
@@ -272,9 +282,10 @@ def check_output(
                 and os.path.exists(source)
                 and os.path.samefile(path, source)
             ):
+                allow = f"pass {allow_with} to allow it, or " if allow_with else ""
                 raise UsageError(
-                    f"{name}: the output would overwrite the input {source}; pass "
-                    "--in-place to allow it, or choose another output"
+                    f"{name}: the output would overwrite the input {source}; {allow}"
+                    "choose another output"
                 )
     with temporary_beside(target):
         pass
@@ -283,7 +294,7 @@ def check_output(
 
 def _quick_proto(path: str | os.PathLike[str]) -> onnx.ModelProto:
     proto = onnx.ModelProto()
-    with contextlib.suppress(OSError, DecodeError), open(path, "rb") as stream:
+    with contextlib.suppress(OSError, DecodeError), open_regular(path) as stream:
         proto.ParseFromString(stream.read())
     return proto
 

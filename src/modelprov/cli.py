@@ -24,6 +24,7 @@ from modelprov import _progress
 from modelprov._cli_commands import COMMANDS, one_line
 from modelprov._cli_spec import ArgumentParser, add_commands
 from modelprov._gc import gc_paused
+from modelprov._library_warnings import collected
 from modelprov.errors import ExitCode, ModelprovError, UsageError
 
 __all__ = ["ExitCode", "UsageError", "build_parser", "main"]
@@ -130,9 +131,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s", force=True
-    )
     _progress.QUIET.set(bool(args.quiet))
     if not args.verbose:
         logging.getLogger("torch").setLevel(logging.ERROR)
@@ -141,8 +139,13 @@ def _run(argv: Sequence[str] | None) -> int:
     try:
         # A short-lived process: collecting cycles would walk every node. Run as the program
         # (no argv given), the process exits next, so nothing is collected at the end either.
-        with gc_paused(freeze_after=argv is None):
+        with (
+            gc_paused(freeze_after=argv is None),
+            collected(verbose=args.verbose, debug=args.debug) as library_warnings,
+        ):
             code: int = args.run(args)
+        if library_warnings.summary():
+            _progress.summary(library_warnings.summary())
     except ImportError as error:
         if isinstance(error, ModelprovError):
             raise

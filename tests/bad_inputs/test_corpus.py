@@ -137,6 +137,8 @@ def run_case(folder: Path, case: Case, command_name: str, workdir: Path) -> list
             problems.append(f"{label}: succeeded but left {left} (expected {outputs})")
         if case.corrupt and command_name in READS_OLD_PROVENANCE:
             problems.append(f"{label}: unreadable provenance accepted (silent wrong answer)")
+        if command_name in case.refused_by:
+            problems.append(f"{label}: a broken model accepted (exit 0)")
         applies = command_name in (case.check_on or READS_OLD_PROVENANCE)
         if case.check and applies and outputs and outputs[0].endswith(".onnx") and left:
             try:

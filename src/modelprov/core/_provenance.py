@@ -102,7 +102,7 @@ class Provenance:
             if marked is None:
                 continue
             where = f"node {node_label(node, position)!r}"
-            ids = parse_ids(marked, where=where)
+            ids = parse_ids(marked, where=where, key=KEPT_FOR_RECALL_KEY)
             provenance.kept_for_recall[node] = (
                 frozenset(table.index_of(i) for i in ids if i in table) & node_sources[node]
             )
@@ -122,7 +122,7 @@ class Provenance:
             for value in node.outputs:
                 explicit = value.metadata_props.get(OUTPUT_OF_KEY)
                 if explicit is not None:
-                    ids = parse_ids(explicit, where=f"value {value.name!r}")
+                    ids = parse_ids(explicit, where=f"value {value.name!r}", key=OUTPUT_OF_KEY)
                     result[value] = frozenset(
                         self.table.index_of(i) for i in ids if i in self.table
                     )

@@ -22,6 +22,7 @@ from modelprov.core._correspond import all_nodes
 from modelprov.core.policy import Policies
 from modelprov.errors import UsageError
 from modelprov.onnx._duplicates import has_duplicate_keys, merge_duplicate_keys
+from modelprov.onnx._ir_check import checked_clone
 
 if TYPE_CHECKING:
     from torch.onnx import ONNXProgram
@@ -134,7 +135,7 @@ def to_ir_copy(model: onnx.ModelProto | ir.Model, policies: Policies | None = No
     initializer), which would change the caller's proto.
     """
     if isinstance(model, ir.Model):
-        copy = model.clone()
+        copy = checked_clone(model)
         _detach_attribute_tensors(copy)
         return copy
     copy = onnx.ModelProto()

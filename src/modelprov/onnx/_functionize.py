@@ -42,6 +42,7 @@ from modelprov.core.keys import (
     NAME_SCOPES_KEY,
 )
 from modelprov.core.policy import Policies
+from modelprov.errors import UsageError
 from modelprov.onnx._aten_call import (
     AtenCall,
     call_of,
@@ -127,7 +128,7 @@ class FunctionizePass(ir.passes.InPlacePass):
 
     def __post_init__(self) -> None:
         if self.level not in ("aten", "module"):
-            raise ValueError(f"functionize level must be 'aten' or 'module', got {self.level!r}")
+            raise UsageError(f"functionize level must be 'aten' or 'module', got {self.level!r}")
 
     def __call__(self, model_or_result: ir.Model | ir.passes.PassResult, /) -> FunctionizeResult:
         result = super().__call__(model_or_result)

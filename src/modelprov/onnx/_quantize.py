@@ -36,9 +36,11 @@ import onnx
 import onnx_ir as ir
 
 from modelprov._io import load_model_proto, save_model
+from modelprov._proto_check import read_proto
 from modelprov.core.policy import Policies
 from modelprov.errors import MissingDependencyError, QuantizationError
 from modelprov.onnx._convert import ModelInput, model_input
+from modelprov.onnx._ir_check import checked_clone
 from modelprov.onnx._qdq_provenance import attribute_quantized
 from modelprov.onnx._quant_ranges import RANGE_MAX_KEY, RANGE_MIN_KEY, model_ranges
 
@@ -89,8 +91,9 @@ def _load(model: ModelInput) -> tuple[onnx.ModelProto | None, ir.Model]:
     never modified."""
     found = model_input(model, where="quantize", path_as="proto", load_weights=True)
     if isinstance(found, ir.Model):
-        return None, found
-    return found, ir.from_proto(found)
+        return None, checked_clone(found)  # shares the weights; refuses a broken model
+    where = os.fspath(model) if isinstance(model, str | os.PathLike) else "model"
+    return found, read_proto(found, where)
 
 
 class _Batches:

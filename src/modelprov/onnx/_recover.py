@@ -39,6 +39,7 @@ from modelprov.errors import CorrespondenceError
 from modelprov.onnx._convert import ModelInput, model_input
 from modelprov.onnx._correspondence_check import correspondence_problems
 from modelprov.onnx._duplicates import merged_entries
+from modelprov.onnx._ir_check import checked_clone
 from modelprov.onnx._lookup import proto_nodes
 
 if TYPE_CHECKING:
@@ -538,12 +539,12 @@ def recover_with_working_model(
     before = _load(original, "original")
     after = _load(optimized, "optimized")
     if isinstance(before, ir.Model):
-        original_ir = before.clone()
+        original_ir = checked_clone(before, "the original model")
         _infer_shapes(original_ir)
     else:
         original_ir = _inferred_ir(_repaired(before, policies)[0], "the original model")
     if isinstance(after, ir.Model):
-        result = after.clone()
+        result = checked_clone(after, "the optimized model")
         report = recover_ir(original_ir, result, policies=policies, force=force)
         return result, report, result
     proto, repaired = _repaired(after, policies)

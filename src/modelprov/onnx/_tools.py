@@ -11,7 +11,7 @@ import onnx_ir as ir
 
 from modelprov._io import load_model_proto
 from modelprov.core.policy import Policies
-from modelprov.errors import CorrespondenceError, MissingDependencyError
+from modelprov.errors import CorrespondenceError, MissingDependencyError, UsageError
 from modelprov.onnx._convert import ModelInput, model_input
 from modelprov.onnx._recover import recover_with_report
 
@@ -134,7 +134,7 @@ def optimize_with(
     """
     runner = _RUNNERS.get(tool)
     if runner is None:
-        raise ValueError(f"unknown tool {tool!r}; choose one of {', '.join(TOOLS)}")
+        raise UsageError(f"unknown tool {tool!r}; choose one of {', '.join(TOOLS)}")
     found = model_input(model, where="optimize_with", path_as="proto", load_weights=True)
     proto = ir.to_proto(found) if isinstance(found, ir.Model) else found
     optimized = runner(proto, **options)

@@ -61,7 +61,7 @@ def _output_module(node: ir.Node, known: Sequence[Source]) -> str:
         text = value.metadata_props.get(OUTPUT_OF_KEY)
         if text:
             try:
-                ids.update(parse_ids(text, where=f"value {value.name!r}"))
+                ids.update(parse_ids(text, where=f"value {value.name!r}", key=OUTPUT_OF_KEY))
             except MetadataError:
                 continue
     chosen = [source for source in known if source.id in ids] or list(known)

@@ -65,6 +65,15 @@ def _asset(name: str) -> str:
     return resources.files(__name__.rpartition(".")[0]).joinpath("_assets", name).read_text("utf-8")
 
 
+def _as_text(name: str) -> str:
+    """A title that encodes as UTF-8: a file name's undecodable bytes (``os.fsdecode``'s
+    surrogate escapes) and lone surrogates are shown as backslash escapes."""
+    try:
+        return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:
+        return name.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def report(
     model: ModelInput,
     *,
@@ -88,7 +97,7 @@ def report(
     document = report_data(
         as_ir(model, where="report"),
         before=None if before is None else as_ir(before, where="report(before=...)"),
-        title=title,
+        title=_as_text(title),
         source_code=source_code,
         numerics=numerics,
     )

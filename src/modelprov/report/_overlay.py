@@ -23,6 +23,7 @@ from modelprov._io import atomic_write_bytes
 from modelprov.core._correspond import all_nodes
 from modelprov.errors import MetadataError
 from modelprov.onnx._convert import ModelInput, as_ir
+from modelprov.onnx._ir_check import checked_clone
 from modelprov.onnx._lookup import node_sources
 from modelprov.report._states import STATE_COLORS, known_sources, node_state
 
@@ -60,7 +61,7 @@ def explorer_ids(model: ir.Model) -> list[tuple[str, str] | None]:
     None for nodes Model Explorer does not show (inside nested non-``If`` subgraphs).
     """
     originals = all_nodes(model.graph)
-    clone = model.clone()
+    clone = checked_clone(model)
     NameFixPass()(clone)
     position = {id(node): i for i, node in enumerate(all_nodes(clone.graph))}
     if len(position) != len(originals):
