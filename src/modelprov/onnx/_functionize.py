@@ -338,7 +338,7 @@ def _is_call(model: ir.Model, node: ir.Node) -> bool:
 def _parents_of_call(call: ir.Node, chain: list[tuple[str, str]]) -> list[tuple[str, str]]:
     """The modules around an existing module call (named ``call_<path>``): its chain up to
     its own module, which it computes already; all of it when its module is not found."""
-    path = call.name.removeprefix("call_")
+    path = (call.name or "").removeprefix("call_")
     for depth, (module, _) in enumerate(chain):
         if module == path or re.fullmatch(re.escape(module) + r"_\d+", path):
             return chain[:depth]
