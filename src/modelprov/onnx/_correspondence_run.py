@@ -15,8 +15,9 @@ relative to the larger of the output's magnitude and the inputs' (standard norma
 Integer and boolean outputs must be equal.
 
 Weights are read only here, by onnxruntime from the model's folder, and only up to
-:data:`MAX_WEIGHT_BYTES` per model and :data:`MAX_NODES` nodes; beyond that, or when either
-model cannot run, :func:`compare_by_running` says why and recover judges by structure.
+:data:`MAX_WEIGHT_BYTES` per model and :data:`MAX_NODES` nodes; beyond that, for a model
+drawing random numbers (RandomNormal, …: two runs would not agree), or when either model
+cannot run, :func:`compare_by_running` says why and recover judges by structure.
 """
 
 from __future__ import annotations
@@ -83,9 +84,11 @@ class RunnableModel:
 def runnable(model: onnx.ModelProto | ir.Model, path: str | None, role: str) -> RunnableModel | str:
     """``model`` ready to run, or why it cannot run (its size, unknown external data)."""
     if isinstance(model, ir.Model):
-        nodes = sum(1 for _ in model.graph.all_nodes())
-        if nodes > MAX_NODES:
-            return f"the {role} model has {nodes} nodes (the check runs at most {MAX_NODES})"
+        ops = [node.op_type for node in model.graph.all_nodes()]
+        ops += [node.op_type for function in model.functions.values() for node in function]
+        problem = _cannot_run(role, ops)
+        if problem:
+            return problem
         size = sum(
             value.const_value.nbytes
             for value in model.graph.initializers.values()
@@ -101,9 +104,11 @@ def runnable(model: onnx.ModelProto | ir.Model, path: str | None, role: str) -> 
         if len(folders) > 1 or "" in folders:
             return f"the {role} model's external weights lie in no one known folder"
         return RunnableModel(ir.to_proto(model), next(iter(folders), None), role)
-    nodes = _proto_nodes(model.graph)
-    if nodes > MAX_NODES:
-        return f"the {role} model has {nodes} nodes (the check runs at most {MAX_NODES})"
+    ops = _proto_ops(model.graph)
+    ops += [node.op_type for function in model.functions for node in function.node]
+    problem = _cannot_run(role, ops)
+    if problem:
+        return problem
     external = _external_tensors(model)
     if external and path is None:
         return (
@@ -135,16 +140,40 @@ def _too_big(role: str, size: int) -> str:
     )
 
 
-def _proto_nodes(graph: onnx.GraphProto) -> int:
-    count = 0
+_RANDOM_OPS = frozenset(
+    {
+        "RandomNormal",
+        "RandomNormalLike",
+        "RandomUniform",
+        "RandomUniformLike",
+        "Multinomial",
+        "Bernoulli",
+    }
+)
+"""Ops whose outputs differ from run to run: two runs of one model would not agree."""
+
+
+def _cannot_run(role: str, ops: list[str]) -> str:
+    """Why a model of these ops is not run ('' when it is)."""
+    if len(ops) > MAX_NODES:
+        return f"the {role} model has {len(ops)} nodes (the check runs at most {MAX_NODES})"
+    random = sorted(_RANDOM_OPS.intersection(ops))
+    if random:
+        return f"the {role} model draws random numbers ({', '.join(random)})"
+    return ""
+
+
+def _proto_ops(graph: onnx.GraphProto) -> list[str]:
+    """The op types of a graph's nodes, subgraphs included."""
+    ops: list[str] = []
     for node in graph.node:
-        count += 1
+        ops.append(node.op_type)
         for attribute in node.attribute:
             if attribute.HasField("g"):
-                count += _proto_nodes(attribute.g)
+                ops += _proto_ops(attribute.g)
             for subgraph in attribute.graphs:
-                count += _proto_nodes(subgraph)
-    return count
+                ops += _proto_ops(subgraph)
+    return ops
 
 
 def _external_tensors(proto: onnx.ModelProto) -> bool:

@@ -66,3 +66,12 @@ def test_a_model_with_external_weights_and_no_folder_cannot_run() -> None:
     assert isinstance(reason, str) and "stored outside it" in reason
     comparison = run.compare_by_running(reason, reason)
     assert not comparison.ran and "could not run" in comparison.summary()
+
+
+def test_a_model_drawing_random_numbers_is_not_run() -> None:
+    node = onnx.helper.make_node("RandomNormal", [], ["y"], shape=[2])
+    graph = onnx.helper.make_graph(
+        [node], "g", [], [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2])]
+    )
+    reason = run.runnable(onnx.helper.make_model(graph), None, "optimized")
+    assert reason == "the optimized model draws random numbers (RandomNormal)"
