@@ -559,16 +559,23 @@ def recover_with_working_model(
     policies: Policies | None = None,
     force: bool = False,
     paths: tuple[str | None, str | None] = (None, None),
+    run_check: bool = True,
 ) -> tuple[onnx.ModelProto | ir.Model, RecoveryReport, ir.Model]:
     """:func:`recover_with_report`, also returning the recovered model as onnx_ir (the
     result itself, or the proto result's twin holding the same graph and metadata), so
     a caller writing it need not read the proto back. ``paths`` name the files the two
-    models were read from (their external weights lie beside them), for the run check."""
+    models were read from (their external weights lie beside them), for the run check;
+    ``run_check=False`` (modelprov's own callers, whose pair computes differently on
+    purpose, e.g. a quantized model without its Q/DQ) leaves the decision to structure."""
     before = _load(original, "original")
     after = _load(optimized, "optimized")
-    comparison = compare_by_running(
-        runnable(before, _path_of(original, paths[0]), "original"),
-        runnable(after, _path_of(optimized, paths[1]), "optimized"),
+    comparison = (
+        compare_by_running(
+            runnable(before, _path_of(original, paths[0]), "original"),
+            runnable(after, _path_of(optimized, paths[1]), "optimized"),
+        )
+        if run_check
+        else None
     )
     if isinstance(before, ir.Model):
         original_ir = before.clone()
