@@ -126,7 +126,11 @@ def _cmd_recover(args: argparse.Namespace) -> int:
 
     with _status("recovering provenance"):
         _, recovery, result = recover_with_working_model(
-            original, optimized, policies=args.policies, **option_values(args, RecoverOptions)
+            original,
+            optimized,
+            policies=args.policies,
+            paths=(args.original, args.optimized),
+            **option_values(args, RecoverOptions),
         )
     with _status(f"writing {output}"):
         set_base_dir(result, os.path.dirname(os.path.abspath(args.optimized)))
@@ -889,8 +893,9 @@ COMMANDS: tuple[Command, ...] = (
                 "--json", action="store_true", help="print that report as JSON (implies --report)"
             ),
         ),
-        description="modelprov.recover(ORIGINAL, OPTIMIZED): works on the graphs alone; "
-        "weights are never loaded into memory.",
+        description="modelprov.recover(ORIGINAL, OPTIMIZED): works on the graphs; weights "
+        "are read only by onnxruntime, to run both models once on random inputs (models up "
+        "to 256 MiB) and refuse OPTIMIZED when its outputs differ.",
     ),
     Command(
         "functionize",

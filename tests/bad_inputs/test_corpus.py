@@ -54,7 +54,9 @@ COMMANDS: dict[str, Command] = {
     "functionize": _writes("functionize", "{m}", "-o", "{o}"),
     "inline": _writes("inline", "{m}", "-o", "{o}"),
     "recover M GOOD": _writes("recover", "{m}", GOOD, "-o", "{o}"),
-    "recover PLAIN M": _writes("recover", PLAIN, "{m}", "-o", "{o}"),
+    # A case is PLAIN changed (some compute more, e.g. + an external constant): not a
+    # tool's output of PLAIN, so recover refuses it by running both unless forced.
+    "recover PLAIN M": _writes("recover", PLAIN, "{m}", "-o", "{o}", "--force"),
 }
 READS_OLD_PROVENANCE = set(COMMANDS) - {"recover PLAIN M"}
 """Commands that read the case's own provenance (recover replaces an optimized model's)."""

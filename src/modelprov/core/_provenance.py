@@ -286,6 +286,7 @@ class Provenance:
                     sorted(own), outputs, policies, label=label, max_bytes=max_bytes
                 )
             props = node.metadata_props
+            foreign: dict[str, str] = {}
             # Equal contents in the same order (the order is the file's): nothing to write.
             if props != merged or not all(map(operator.eq, props, merged)):
                 # Unless the node holds exactly ``merged`` already (a node left as it was
@@ -312,11 +313,13 @@ class Provenance:
                 else:
                     own_id = own_ids[index] = _own_id(table, index)
                 source_id = table.id_of(index)
-                if own_id is not None and (own_id or f"node:{label}") == source_id:
+                # A node holding keys of no source besides (a rewrite rule's name) does not
+                # hold its source verbatim: read back, they would join the source's keys.
+                if not foreign and own_id is not None and (own_id or f"node:{label}") == source_id:
                     carried.add(source_id)
                 else:
                     props[NODE_SOURCES_KEY] = dump_ids([source_id])
-            elif index >= 0 and self._carries(index, label, merged):
+            elif index >= 0 and not foreign and self._carries(index, label, merged):
                 carried.add(table.id_of(index))
             elif own:
                 props[NODE_SOURCES_KEY] = dump_ids(table.ids(own))

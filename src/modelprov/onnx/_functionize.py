@@ -194,6 +194,8 @@ class FunctionizePass(ir.passes.InPlacePass):
         orphans: list[ir.Node] = []
         fx_of: dict[ir.Node, str] = {}
         for node in model.graph:
+            if _is_call(model, node):
+                continue  # functionized already: a call stays as it is
             if has_subgraphs(node):
                 run.skipped.append(Skipped((_label(node),), "holds subgraphs (If/Loop/Scan)"))
                 continue
@@ -252,6 +254,8 @@ class FunctionizePass(ir.passes.InPlacePass):
             if primary is not None:
                 metadata = provenance.table[primary].metadata
             chains[node] = _module_chain(metadata)
+            if node.domain == MODULE_DOMAIN and _is_call(model, node):
+                chains[node] = _parents_of_call(node, chains[node])
         paths: dict[str, tuple[int, int, str]] = {}
         for position, node in enumerate(model.graph):
             for depth, (path, cls) in enumerate(chains[node], start=1):
@@ -325,6 +329,21 @@ def _name_nested_variants(model: ir.Model, wrapper: Wrapper) -> None:
             new = renamed.get(node.op_identifier())
             if new is not None:
                 node.op_type, node.overload = new[1], new[2]
+
+
+def _is_call(model: ir.Model, node: ir.Node) -> bool:
+    """True for a call of a function functionize made (a model functionized before)."""
+    return node.domain in (ATEN_DOMAIN, MODULE_DOMAIN) and node.op_identifier() in model.functions
+
+
+def _parents_of_call(call: ir.Node, chain: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The modules around an existing module call (named ``call_<path>``): its chain up to
+    its own module, which it computes already; all of it when its module is not found."""
+    path = (call.name or "").removeprefix("call_")
+    for depth, (module, _) in enumerate(chain):
+        if module == path or re.fullmatch(re.escape(module) + r"_\d+", path):
+            return chain[:depth]
+    return []
 
 
 def _identifier(text: str) -> str:

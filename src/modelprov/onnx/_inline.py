@@ -35,7 +35,7 @@ from modelprov.onnx._wrap import INLINE_VERSION, type_from_json
 if TYPE_CHECKING:
     from torch.onnx import ONNXProgram
 
-__all__ = ["InlinePass", "inline"]
+__all__ = ["InlinePass", "inline", "inline_record", "metadata_at"]
 
 _DOMAINS = (ATEN_DOMAIN, MODULE_DOMAIN)
 _DATA_TYPES = frozenset(int(member) for member in ir.DataType)
@@ -49,10 +49,18 @@ def _record(call: ir.Node, body_size: int) -> list[dict[str, Any]] | None:
     with the body's names and metadata instead would give this call another call's
     provenance.
     """
-    text = call.metadata_props.get(INLINE_KEY)
+    return inline_record(call.metadata_props, call.name, call.domain, call.op_type, body_size)
+
+
+def inline_record(
+    metadata: Mapping[str, str], name: str | None, domain: str, op_type: str, body_size: int
+) -> list[dict[str, Any]] | None:
+    """:func:`_record` of a call with this metadata, name and op (also a call that exists
+    only inside another call's record)."""
+    text = metadata.get(INLINE_KEY)
     if text is None:
         return None
-    where = f"node {call.name!r}: its {INLINE_KEY!r} record"
+    where = f"node {name!r}: its {INLINE_KEY!r} record"
     fix = "; restore it from the functionized model or remove the key to inline without it"
     if not isinstance(text, str):
         raise MetadataError(f"{where} is not valid UTF-8{fix}")
@@ -70,14 +78,27 @@ def _record(call: ir.Node, body_size: int) -> list[dict[str, Any]] | None:
     nodes = document.get("nodes")
     if not isinstance(nodes, list) or len(nodes) != body_size:
         raise MetadataError(
-            f"{where} must list {body_size} nodes, one per body node of "
-            f"{call.domain}::{call.op_type}{fix}"
+            f"{where} must list {body_size} nodes, one per body node of {domain}::{op_type}{fix}"
         )
     for position, entry in enumerate(nodes):
         problem = _entry_problem(entry)
         if problem:
             raise MetadataError(f"{where}, node {position}: {problem}{fix}")
     return nodes
+
+
+def metadata_at(base: Mapping[str, str], entry: Mapping[str, Any]) -> dict[str, str]:
+    """A body node's metadata at one call: the call's (without its record) changed by the
+    node's record entry."""
+    if "constant_of" in entry:
+        return {CONSTANT_OF_KEY: entry["constant_of"]}
+    metadata = {k: v for k, v in base.items() if k != INLINE_KEY}
+    for key, value in entry.get("meta", {}).items():
+        if value is None:
+            metadata.pop(key, None)
+        else:
+            metadata[key] = value
+    return metadata
 
 
 def _is_str_map(value: object, *, nullable: bool = False) -> bool:

@@ -15,6 +15,9 @@ inputs and outputs, value names, and the dataflow structure around them:
   to what it can compute from its inputs (``inferred``).
 
 Nothing but metadata changes: the tool's nodes, order, names and weights stay as they are.
+First, recover makes sure the tool's model computes what the original computes: both run
+on the same random inputs when they can (``_correspondence_run``), else their structure is
+compared (``_correspondence_check``); ``force`` overrides either refusal, with a warning.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from modelprov.core.policy import Policies
 from modelprov.errors import CorrespondenceError
 from modelprov.onnx._convert import ModelInput, model_input
 from modelprov.onnx._correspondence_check import correspondence_problems
+from modelprov.onnx._correspondence_run import RunComparison, compare_by_running, runnable
 from modelprov.onnx._duplicates import merged_entries
 from modelprov.onnx._ir_check import checked_clone
 from modelprov.onnx._lookup import proto_nodes
@@ -70,6 +74,10 @@ class RecoveryReport:
     unattributed: tuple[str, ...]
     lost_sources: tuple[str, ...]
     repaired: tuple[str, ...]
+    correspondence: str = ""
+    """Which check decided that the models correspond: ``computed: ...`` (both ran on the
+    same random inputs and agree), ``structure: ...`` (they could not run; interface, op
+    kinds and size agree) or ``forced: ...`` (a check refused and ``force`` overrode it)."""
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (``"format": "modelprov.recover-report", "version": 1``)."""
@@ -91,6 +99,8 @@ class RecoveryReport:
         lines += [f"  no sources: {name}" for name in self.unattributed]
         lines += [f"  lost: {source}" for source in self.lost_sources]
         lines += [f"  repaired: {what}" for what in self.repaired]
+        if self.correspondence:
+            lines.append(f"  correspondence {self.correspondence}")
         return "\n".join(lines)
 
 
@@ -175,25 +185,6 @@ def _repair_ir(model: ir.Model) -> list[str]:
     return repaired
 
 
-def _check_same_interface(original: ir.Model, optimized: ir.Model) -> None:
-    def inputs(model: ir.Model) -> list[str]:
-        initializers = set(model.graph.initializers)
-        return [v.name or "" for v in model.graph.inputs if v.name not in initializers]
-
-    before, after = inputs(original), inputs(optimized)
-    if before != after:
-        raise CorrespondenceError(
-            f"the optimized model does not correspond to the original: graph inputs "
-            f"{after} differ from {before}; pass the model the tool was given"
-        )
-    if len(original.graph.outputs) != len(optimized.graph.outputs):
-        raise CorrespondenceError(
-            f"the optimized model does not correspond to the original: it has "
-            f"{len(optimized.graph.outputs)} graph outputs, the original "
-            f"{len(original.graph.outputs)}; pass the model the tool was given"
-        )
-
-
 def _anchors(
     original: ir.Model, optimized: ir.Model
 ) -> tuple[dict[ir.Node, ir.Node], dict[ir.Value, ir.Value]]:
@@ -215,7 +206,8 @@ def _anchors(
         old = old_values.get(value.name or "")
         if old is not None and _same_type(old, value):
             value_anchors[value] = old
-    for new, old in zip(optimized.graph.outputs, original.graph.outputs, strict=True):
+    # Paired by position; under force the two may differ in number.
+    for new, old in zip(optimized.graph.outputs, original.graph.outputs, strict=False):
         value_anchors.setdefault(new, old)
     node_anchors: dict[ir.Node, ir.Node] = {}
     rewritten: list[tuple[ir.Node, ir.Node]] = []
@@ -358,27 +350,54 @@ def _confidence(
     return "named" if node in change.same or node in produces_known else "inferred"
 
 
+def _judge_correspondence(
+    original: ir.Model, optimized: ir.Model, comparison: RunComparison | None, force: bool
+) -> str:
+    """Which check decides, and what it says (``RecoveryReport.correspondence``).
+
+    When both models ran, their outputs decide; otherwise the structural checks of
+    ``_correspondence_check`` do. A refusal raises CorrespondenceError unless ``force``,
+    which logs a warning saying what it overrode.
+    """
+    if comparison is not None and comparison.ran:
+        if comparison.equal:
+            return f"computed: {comparison.summary()}"
+        decided, problems = "computed", [comparison.summary()]
+    else:
+        why_not = comparison.summary() if comparison is not None else "not run"
+        decided, problems = f"structure ({why_not})", correspondence_problems(original, optimized)
+        if not problems:
+            return f"{decided}: interface, op kinds and size agree"
+    if not force:
+        raise CorrespondenceError(
+            "the optimized model does not correspond to the original: "
+            + "; ".join(problems)
+            + "; pass the model the tool was given, or force=True (--force) to recover anyway"
+        )
+    logger.warning(
+        "modelprov: warning: recover forced (force=True / --force) past the %s check: %s",
+        decided.split(" ", 1)[0],
+        "; ".join(problems),
+    )
+    return f"forced past the {decided} check: " + "; ".join(problems)
+
+
 def recover_ir(
     original: ir.Model,
     optimized: ir.Model,
     *,
     policies: Policies | None = None,
     force: bool = False,
+    comparison: RunComparison | None = None,
 ) -> RecoveryReport:
     """Writes provenance onto ``optimized`` (an onnx_ir model, changed in place).
 
-    Raises CorrespondenceError saying what differs when ``optimized`` was evidently not
-    made from ``original`` (interface, op kinds, size; see ``_correspondence_check``),
-    unless ``force``.
+    ``comparison`` is what running both models showed (``_correspondence_run``); without
+    one, or when they could not run, structure decides. Raises CorrespondenceError saying
+    what differs when ``optimized`` does not correspond to ``original``, unless ``force``.
     """
-    problems = correspondence_problems(original, optimized)
-    if problems and not force:
-        raise CorrespondenceError(
-            "the optimized model does not correspond to the original: "
-            + "; ".join(problems)
-            + "; pass the model the tool was given, or force=True (--force) to recover anyway"
-        )
-    _check_same_interface(original, optimized)
+    decided = _judge_correspondence(original, optimized, comparison, force)
+    logger.info("recover: correspondence %s", decided)
     repaired = _repair_ir(optimized)
     provenance = Provenance.read(original)
     node_anchors, value_anchors = _anchors(original, optimized)
@@ -415,6 +434,7 @@ def recover_ir(
         unattributed=tuple(unattributed),
         lost_sources=tuple(provenance.table.ids(provenance.lost)),
         repaired=tuple(repaired),
+        correspondence=decided,
     )
 
 
@@ -460,8 +480,9 @@ class RecoverOptions:
     force: bool = dataclasses.field(
         default=False,
         metadata={
-            "help": "recover even when OPTIMIZED does not look made from ORIGINAL (different "
-            "interface, op kinds or size)"
+            "help": "recover even when OPTIMIZED does not correspond to ORIGINAL (outputs "
+            "differ on random inputs, or, when they cannot run, interface, op kinds or size "
+            "differ); a warning says what was overridden"
         },
     )
 
@@ -491,15 +512,21 @@ def recover(
 ) -> onnx.ModelProto | ir.Model:
     """Returns ``optimized`` with every node's provenance restored from ``original``.
 
+    First it checks that ``optimized`` computes what ``original`` computes: when both can
+    run (onnxruntime, weights in memory or beside the files, at most
+    ``_correspondence_run.MAX_WEIGHT_BYTES``), by running both once on the same random
+    inputs; otherwise by structure (interface, op kinds, size).
+
     Args:
         original: the model the tool was given (with provenance, e.g. from
             modelprov.export); a ModelProto, an onnx_ir.Model, a path or a
             torch.onnx.ONNXProgram.
         optimized: the model the tool wrote, of the same kinds.
-            External weights are never loaded.
+            External weights are read only by onnxruntime, for the run check.
         policies: merge policies (default modelprov.DEFAULT_POLICIES).
-        force: recover even when the models do not look like they correspond (different
-            interface, op kinds or size: CorrespondenceError says what differs).
+        force: recover even when the models do not correspond (CorrespondenceError says
+            what differs: outputs on random inputs when both models run, else interface, op
+            kinds or size); a warning is logged saying what was overridden.
 
     Returns:
         The optimized model with metadata restored, as an onnx_ir.Model when ``optimized``
@@ -532,12 +559,25 @@ def recover_with_working_model(
     *,
     policies: Policies | None = None,
     force: bool = False,
+    paths: tuple[str | None, str | None] = (None, None),
+    run_check: bool = True,
 ) -> tuple[onnx.ModelProto | ir.Model, RecoveryReport, ir.Model]:
     """:func:`recover_with_report`, also returning the recovered model as onnx_ir (the
     result itself, or the proto result's twin holding the same graph and metadata), so
-    a caller writing it need not read the proto back."""
+    a caller writing it need not read the proto back. ``paths`` name the files the two
+    models were read from (their external weights lie beside them), for the run check;
+    ``run_check=False`` (modelprov's own callers, whose pair computes differently on
+    purpose, e.g. a quantized model without its Q/DQ) leaves the decision to structure."""
     before = _load(original, "original")
     after = _load(optimized, "optimized")
+    comparison = (
+        compare_by_running(
+            runnable(before, _path_of(original, paths[0]), "original"),
+            runnable(after, _path_of(optimized, paths[1]), "optimized"),
+        )
+        if run_check
+        else None
+    )
     if isinstance(before, ir.Model):
         original_ir = checked_clone(before, "the original model")
         _infer_shapes(original_ir)
@@ -545,14 +585,22 @@ def recover_with_working_model(
         original_ir = _inferred_ir(_repaired(before, policies)[0], "the original model")
     if isinstance(after, ir.Model):
         result = checked_clone(after, "the optimized model")
-        report = recover_ir(original_ir, result, policies=policies, force=force)
+        report = recover_ir(
+            original_ir, result, policies=policies, force=force, comparison=comparison
+        )
         return result, report, result
     proto, repaired = _repaired(after, policies)
     working = read_proto(proto, "the optimized model")
-    report = recover_ir(original_ir, working, policies=policies, force=force)
+    report = recover_ir(original_ir, working, policies=policies, force=force, comparison=comparison)
     _copy_metadata(working, proto)
     report = dataclasses.replace(report, repaired=tuple(_dedupe([*repaired, *report.repaired])))
     return proto, report, working
+
+
+def _path_of(model: ModelInput, path: str | None) -> str | None:
+    if isinstance(model, (str, os.PathLike)):
+        return os.fspath(model)
+    return path
 
 
 def _inferred_ir(proto: onnx.ModelProto, where: str) -> ir.Model:
