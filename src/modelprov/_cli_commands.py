@@ -21,14 +21,6 @@ from typing import TYPE_CHECKING, Any
 
 from modelprov import _progress
 from modelprov._cli_spec import Command, Exclusive, OptionsOf, argument, option_values
-from modelprov._io import (
-    check_output,
-    load_model,
-    load_model_proto,
-    model_from_proto,
-    save_model,
-)
-from modelprov.core.keys import CONFIDENCE_KEY
 from modelprov.errors import ExitCode, ModelprovError, UsageError
 
 if TYPE_CHECKING:
@@ -73,6 +65,7 @@ def _fx_recall(before: ir.Model, after: ir.Model) -> str:
 def _cmd_optimize(args: argparse.Namespace) -> int:
     import onnx_ir as ir
 
+    from modelprov._io import check_output, load_model_proto, model_from_proto, save_model
     from modelprov.onnx._optimize import OptimizeProvenancePass
 
     output = check_output(args.output, [args.model], in_place=args.in_place)
@@ -82,7 +75,7 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
     optimize_pass = OptimizeProvenancePass(
         per_pass=bool(args.report or args.json),
         policies=args.policies,
-        **option_values(args, OptimizeProvenancePass, _OPTIMIZE_SET_BY_COMMAND),
+        **option_values(args, _optimize_pass(), _OPTIMIZE_SET_BY_COMMAND),
     )
     with _status("optimizing"):
         result = optimize_pass(model)
@@ -104,15 +97,18 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
 def _cmd_recover(args: argparse.Namespace) -> int:
     import onnx_ir as ir
 
+    from modelprov._io import check_output, load_model_proto, save_model
+    from modelprov.core.keys import CONFIDENCE_KEY
+
     output = check_output(args.output, [args.original, args.optimized], in_place=args.in_place)
     with _status("loading models"):
         original = load_model_proto(args.original, load_weights=False)
         optimized = load_model_proto(args.optimized, load_weights=False)
-    from modelprov.onnx._recover import RecoverOptions, recover_with_working_model
+    from modelprov.onnx._recover import recover_with_working_model
 
     with _status("recovering provenance"):
         _, recovery, result = recover_with_working_model(
-            original, optimized, policies=args.policies, **option_values(args, RecoverOptions)
+            original, optimized, policies=args.policies, **option_values(args, _recover_options())
         )
     with _status(f"writing {output}"):
         ir.external_data.set_base_dir(
@@ -137,6 +133,8 @@ def _rewrite_model(
     args: argparse.Namespace, doing: str, transform: Callable[[ir.Model], ir.Model]
 ) -> int:
     """Loads MODEL (graph only), transforms it, writes OUTPUT atomically."""
+    from modelprov._io import check_output, load_model, save_model
+
     output = check_output(args.output, [args.model], in_place=args.in_place)
     with _status(f"loading {args.model}"):
         model = load_model(args.model)
@@ -156,7 +154,7 @@ def _cmd_functionize(args: argparse.Namespace) -> int:
     from modelprov.onnx._functionize import FunctionizePass
 
     functionize_pass = FunctionizePass(
-        policies=args.policies, **option_values(args, FunctionizePass)
+        policies=args.policies, **option_values(args, _functionize_pass())
     )
     # The loaded model is ours: the pass changes it in place (no copy).
     return _rewrite_model(
@@ -170,7 +168,7 @@ def _cmd_inline(args: argparse.Namespace) -> int:
     return _rewrite_model(
         args,
         "inlining functions",
-        lambda model: InlinePass(**option_values(args, InlinePass))(model).model,
+        lambda model: InlinePass(**option_values(args, _inline_pass()))(model).model,
     )
 
 
@@ -178,6 +176,7 @@ def _cmd_inline(args: argparse.Namespace) -> int:
 
 
 def _cmd_audit(args: argparse.Namespace) -> int:
+    from modelprov._io import load_model_proto
     from modelprov.audit import audit
 
     with _status(f"auditing {args.model}"):
@@ -187,6 +186,7 @@ def _cmd_audit(args: argparse.Namespace) -> int:
 
 
 def _cmd_diff(args: argparse.Namespace) -> int:
+    from modelprov._io import load_model_proto
     from modelprov.audit import diff
 
     with _status("comparing"):
@@ -294,6 +294,7 @@ def _calibration_batches(
 
 def _cmd_export(args: argparse.Namespace) -> int:
     import modelprov
+    from modelprov._io import check_output
 
     if args.onnx is None and args.stablehlo is None:
         raise UsageError("give --onnx OUT.onnx, --stablehlo OUT.mlir or both")
@@ -369,6 +370,7 @@ def _quantized_name(path: str) -> str:
 
 def _export_quantized(args: argparse.Namespace, batches: list[Any] | None) -> None:
     """Quantizes the exported --onnx model into --quantize (ranges from --calibrate)."""
+    from modelprov._io import load_model, save_model
     from modelprov.onnx._quantize import quantize
 
     with _status(f"quantizing {args.onnx} into {args.quantize}"):
@@ -440,6 +442,7 @@ def _report_quantized(model: ir.Model, as_json: bool) -> None:
 
 
 def _cmd_quantize(args: argparse.Namespace) -> int:
+    from modelprov._io import check_output, load_model_proto, model_from_proto, save_model
     from modelprov.onnx._quantize import quantize
 
     output = check_output(args.output, [args.model], in_place=args.in_place)
@@ -491,6 +494,7 @@ def _cmd_policies(args: argparse.Namespace) -> int:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
+    from modelprov._io import check_output
     from modelprov.report import write_report
 
     check_output(args.output, [args.model, *([args.before] if args.before else [])])
@@ -501,6 +505,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def _cmd_overlay(args: argparse.Namespace) -> int:
+    from modelprov._io import check_output
     from modelprov.report import write_overlay
 
     check_output(args.output, [args.model], in_place=False)
@@ -548,28 +553,31 @@ def one_line(error: BaseException) -> str:
 # --- the options the pass-backed commands derive their flags from ----------------------------
 
 
-def _optimize_pass() -> type:
-    from modelprov.onnx._optimize import OptimizeProvenancePass
+# Light classes (no onnx): `modelprov optimize --help` loads none of the passes.
 
-    return OptimizeProvenancePass
+
+def _optimize_pass() -> type:
+    from modelprov.onnx._pass_options import OptimizeOptions
+
+    return OptimizeOptions
 
 
 def _recover_options() -> type:
-    from modelprov.onnx._recover import RecoverOptions
+    from modelprov.onnx._pass_options import RecoverOptions
 
     return RecoverOptions
 
 
 def _functionize_pass() -> type:
-    from modelprov.onnx._functionize import FunctionizePass
+    from modelprov.onnx._pass_options import FunctionizeOptions
 
-    return FunctionizePass
+    return FunctionizeOptions
 
 
 def _inline_pass() -> type:
-    from modelprov.onnx._inline import InlinePass
+    from modelprov.onnx._pass_options import InlineOptions
 
-    return InlinePass
+    return InlineOptions
 
 
 # per_pass is what --report and --json choose: the per-step report needs it.

@@ -29,6 +29,7 @@ from modelprov.core.keys import (
 from modelprov.errors import MetadataError
 from modelprov.onnx._call_provenance import read_table, rewrite_table
 from modelprov.onnx._convert import run_on_copy
+from modelprov.onnx._pass_options import InlineOptions
 from modelprov.onnx._wrap import INLINE_VERSION, type_from_json
 
 __all__ = ["InlinePass", "inline"]
@@ -121,7 +122,7 @@ def _is_type(entry: object) -> bool:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class InlinePass(ir.passes.InPlacePass):
+class InlinePass(InlineOptions, ir.passes.InPlacePass):
     """Replaces calls of functionize's functions (``pkg.torch.aten``, ``pkg.torch.module``)
     by their bodies, restoring each call's own names and metadata. A frozen dataclass like
     the other passes; it has no options (fields) yet."""

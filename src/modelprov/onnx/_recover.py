@@ -39,6 +39,7 @@ from modelprov.errors import CorrespondenceError
 from modelprov.onnx._correspondence_check import correspondence_problems
 from modelprov.onnx._duplicates import merged_entries
 from modelprov.onnx._lookup import proto_nodes
+from modelprov.onnx._pass_options import RecoverOptions
 
 __all__ = [
     "CONFIDENCE_KEY",
@@ -450,21 +451,6 @@ def _copy_metadata(source: ir.Model, target: onnx.ModelProto) -> None:
         for key, value in props.items():
             entry = info.metadata_props.add()
             entry.key, entry.value = key, value
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class RecoverOptions:
-    """The options of :func:`recover` as frozen fields, the way the passes declare theirs;
-    the command line derives ``modelprov recover``'s flags from them."""
-
-    policies: Policies | None = None
-    force: bool = dataclasses.field(
-        default=False,
-        metadata={
-            "help": "recover even when OPTIMIZED does not look made from ORIGINAL (different "
-            "interface, op kinds or size)"
-        },
-    )
 
 
 @overload
