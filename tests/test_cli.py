@@ -6,6 +6,7 @@ import argparse
 import inspect
 import json
 import os
+import re
 
 import onnx
 import onnx_ir as ir
@@ -69,7 +70,9 @@ def test_help_lists_every_subcommand_and_every_option_has_help():
     assert result.returncode == 0
     for name in SUBCOMMANDS:
         assert name in result.stdout
-    assert "0 ok, 1 a check failed, 2 usage or input error" in result.stdout
+    listed = result.stdout.split("exit codes:", 1)[1]
+    for code in ExitCode:  # every exit code, each with its meaning
+        assert re.search(rf"^  {int(code)} +{re.escape(code.meaning)}$", listed, re.M), code
 
 
 def _main(capsys, *args: str) -> tuple[int, str, str]:

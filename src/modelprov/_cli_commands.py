@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from modelprov import _progress
 from modelprov._cli_spec import Command, Exclusive, OptionsOf, argument, option_values
+from modelprov._quiet_libraries import libraries_quieted
 from modelprov.errors import ExitCode, ModelprovError, UsageError
 
 if TYPE_CHECKING:
@@ -39,6 +40,24 @@ def _status(message: str) -> Iterator[None]:
     """Progress on stderr while a step runs: a spinner on a terminal, else rate-limited lines."""
     with _progress.status(message):
         yield
+
+
+def _wrote(path: str, what: str) -> None:
+    """The summary line of one written file."""
+    _progress.summary(f"wrote {path}: {what}")
+
+
+def _wrote_model(written: Sequence[str], what: str) -> None:
+    """The summary lines of a written model: the model, then its external data file."""
+    model, *data_files = written
+    _wrote(model, what)
+    for path in data_files:
+        _wrote(path, f"external data of {os.path.basename(model)}, {_size(path)}")
+
+
+def _size(path: str) -> str:
+    size = os.path.getsize(path)
+    return f"{size / 1e6:.1f} MB" if size >= 100_000 else f"{size} bytes"
 
 
 def _model_summary(model: ir.Model) -> str:
@@ -80,16 +99,16 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
     with _status("optimizing"):
         result = optimize_pass(model)
     with _status(f"writing {output}"):
-        save_model(model, output)
+        written = save_model(model, output)
     before = ir.from_proto(proto)
     if args.report or args.json:
         from modelprov.audit import optimize_report
 
         report = optimize_report(before, model, result.steps)
         print(report.to_json_text() if args.json else report.to_text())
-    _progress.summary(
-        f"wrote {output}: {len(list(before.graph))} -> {_model_summary(model)}, "
-        f"{_fx_recall(before, model)}"
+    _wrote_model(
+        written,
+        f"{len(list(before.graph))} -> {_model_summary(model)}, {_fx_recall(before, model)}",
     )
     return EXIT_OK
 
@@ -114,7 +133,7 @@ def _cmd_recover(args: argparse.Namespace) -> int:
         ir.external_data.set_base_dir(
             result.graph, os.path.dirname(os.path.abspath(args.optimized))
         )
-        save_model(result, output)
+        written = save_model(result, output)
     levels: dict[str, int] = {}
     for node in result.graph.all_nodes():
         level = node.metadata_props.get(CONFIDENCE_KEY)
@@ -123,9 +142,7 @@ def _cmd_recover(args: argparse.Namespace) -> int:
     how_sure = ", ".join(f"{count} {level}" for level, count in sorted(levels.items()))
     if args.report or args.json:
         print(json.dumps(recovery.to_json(), indent=2) if args.json else recovery.to_text())
-    _progress.summary(
-        f"wrote {output}: {_model_summary(result)}" + (f" ({how_sure})" if how_sure else "")
-    )
+    _wrote_model(written, _model_summary(result) + (f" ({how_sure})" if how_sure else ""))
     return EXIT_OK
 
 
@@ -142,11 +159,9 @@ def _rewrite_model(
     with _status(doing):
         result = transform(model)
     with _status(f"writing {output}"):
-        save_model(result, output)
+        written = save_model(result, output)
     after = (len(list(result.graph)), len(result.functions))
-    _progress.summary(
-        f"wrote {output}: {before[0]} -> {after[0]} nodes, {before[1]} -> {after[1]} functions"
-    )
+    _wrote_model(written, f"{before[0]} -> {after[0]} nodes, {before[1]} -> {after[1]} functions")
     return EXIT_OK
 
 
@@ -300,56 +315,192 @@ def _cmd_export(args: argparse.Namespace) -> int:
         raise UsageError("give --onnx OUT.onnx, --stablehlo OUT.mlir or both")
     if args.calibrate is not None and args.calibrate < 1:
         raise UsageError(f"--calibrate {args.calibrate}: give a positive number of batches")
+    onnx_only = [flag for flag, dest in _ONNX_ONLY if getattr(args, dest) not in (None, False)]
+    if args.onnx is None and onnx_only:
+        raise UsageError(f"{', '.join(onnx_only)}: give --onnx OUT.onnx (they shape the ONNX)")
     outputs = [path for path in (args.onnx, args.stablehlo) if path is not None]
     for path in outputs:
         check_output(path, [args.annotations] if args.annotations else [])
     if args.quantize is not None:
-        if args.onnx is None:
-            raise UsageError("--quantize needs --onnx OUT.onnx (the float model it quantizes)")
         args.quantize = args.quantize or _quantized_name(args.onnx)
         check_output(args.quantize, [args.onnx])
+    dynamic_shapes = _read_dynamic_shapes(args.dynamic_shapes) if args.dynamic_shapes else None
     annotations: dict[str, dict[str, Any]] = {}
     batches: list[Any] = []
     with _status(f"building {args.factory}"):
         model, example, kwargs = _model_and_inputs(args.factory)
-    if args.calibrate or args.batches:
-        batches = _calibration_batches(args, example, kwargs)
-        with _status(f"calibrating on {len(batches)} batches"):
-            annotations = modelprov.calibrate(model, batches)
-    if args.annotations:
-        for path, keys in _read_annotations(args.annotations).items():
-            annotations.setdefault(path, {}).update(keys)
-    if args.onnx is not None:
-        with _status(f"exporting {args.onnx}"), _user_model_errors(args.factory, "export"):
-            onnx_program = modelprov.export(
-                model,
-                example,
-                args.onnx,
-                kwargs=kwargs or None,
-                annotations=annotations or None,
-                policies=args.policies,
-                optimize=not args.no_optimize,
-                verbose=args.verbose,
-            )
-        ranges = f", ranges of {len(annotations)} modules" if annotations else ""
-        _progress.summary(f"wrote {args.onnx}: {_model_summary(onnx_program.model)}{ranges}")
-    if args.quantize is not None:
-        _export_quantized(args, batches or None)
-    if args.stablehlo is not None:
-        with _status(f"lowering to StableHLO {args.stablehlo}"):
-            program = modelprov.export_stablehlo(
-                model,
-                example,
-                kwargs or None,
-                annotations=annotations or None,
-                policies=args.policies,
-            )
-            program.save(args.stablehlo)
-        _progress.summary(
-            f"wrote {args.stablehlo}: {len(program.ops)} ops, "
-            f"{program.coverage:.0%} name their FX node"
-        )
+    if args.dynamic_batch:
+        dynamic_shapes = _batch_dynamic_shapes(model, example, kwargs)
+    # torch set its loggers' levels when the factory imported it: quiet them again.
+    with libraries_quieted(enabled=not args.verbose):
+        if args.calibrate or args.batches:
+            batches = _calibration_batches(args, example, kwargs)
+            with _status(f"calibrating on {len(batches)} batches"):
+                annotations = modelprov.calibrate(model, batches)
+        if args.annotations:
+            for path, keys in _read_annotations(args.annotations).items():
+                annotations.setdefault(path, {}).update(keys)
+        if args.onnx is not None:
+            _export_onnx(args, model, example, kwargs, annotations, dynamic_shapes)
+        if args.quantize is not None:
+            _export_quantized(args, batches or None)
+        if args.stablehlo is not None:
+            _export_stablehlo(args, model, example, kwargs, annotations)
     return EXIT_OK
+
+
+_ONNX_ONLY = (
+    ("--quantize", "quantize"),
+    ("--opset", "opset"),
+    ("--dynamic-batch", "dynamic_batch"),
+    ("--dynamic-shapes", "dynamic_shapes"),
+    ("--input-names", "input_names"),
+    ("--output-names", "output_names"),
+    ("--external-data", "external_data"),
+    ("--verify", "verify"),
+    ("--report", "report"),
+)
+"""The export flags that need ``--onnx`` (flag, argparse dest)."""
+
+
+def _export_onnx(
+    args: argparse.Namespace,
+    model: Any,
+    example: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    annotations: dict[str, dict[str, Any]],
+    dynamic_shapes: Any,
+) -> None:
+    """modelprov.export into --onnx, torch.onnx.export's keywords from the flags."""
+    import modelprov
+
+    torch_keywords: dict[str, Any] = {
+        "opset_version": args.opset,
+        "dynamic_shapes": dynamic_shapes,
+        "input_names": args.input_names,
+        "output_names": args.output_names,
+    }
+    reports_before = _export_reports(args.artifacts_dir) if args.report else set()
+    with _status(f"exporting {args.onnx}"), _user_model_errors(args.factory, "export"):
+        program = modelprov.export(
+            model,
+            example,
+            args.onnx,
+            kwargs=kwargs or None,
+            annotations=annotations or None,
+            policies=args.policies,
+            optimize=not args.no_optimize,
+            verbose=args.verbose,
+            verify=args.verify,
+            report=args.report,
+            external_data=args.external_data,
+            **({"artifacts_dir": args.artifacts_dir} if args.report else {}),
+            **{key: value for key, value in torch_keywords.items() if value is not None},
+        )
+    ranges = f", ranges of {len(annotations)} modules" if annotations else ""
+    verified = ", verified against torch" if args.verify else ""
+    _wrote_model(_model_files(args.onnx), f"{_model_summary(program.model)}{ranges}{verified}")
+    for path in sorted(_export_reports(args.artifacts_dir) - reports_before):
+        _wrote(path, "the export report (markdown)")
+
+
+def _model_files(path: str) -> list[str]:
+    """A written model and the external data files it names."""
+    from modelprov._io import external_data_of, load_model_proto
+
+    proto = load_model_proto(path, load_weights=False)
+    locations = sorted({entry.location for entry in external_data_of(proto, path)})
+    return [path, *(os.path.join(os.path.dirname(path), location) for location in locations)]
+
+
+def _export_reports(folder: str) -> set[str]:
+    """The export reports (``modelprov_export_*.md``) in ``folder``."""
+    if not os.path.isdir(folder):
+        return set()
+    return {
+        os.path.join(folder, name)
+        for name in os.listdir(folder)
+        if name.startswith("modelprov_export_") and name.endswith(".md")
+    }
+
+
+def _export_stablehlo(
+    args: argparse.Namespace,
+    model: Any,
+    example: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    annotations: dict[str, dict[str, Any]],
+) -> None:
+    import modelprov
+
+    with _status(f"lowering to StableHLO {args.stablehlo}"):
+        program = modelprov.export_stablehlo(
+            model,
+            example,
+            kwargs or None,
+            annotations=annotations or None,
+            policies=args.policies,
+        )
+        text_path, export_path, weights_path = program.save(args.stablehlo)
+    _wrote(text_path, f"{len(program.ops)} ops, {program.coverage:.0%} name their FX node")
+    _wrote(export_path, "the serialized jax.export artifact")
+    _wrote(weights_path, f"{len(program.weights)} weights, {_size(weights_path)}")
+
+
+def _read_dynamic_shapes(path: str) -> dict[str, Any]:
+    """``--dynamic-shapes FILE.json``: ``{argument: {dim: name}}`` as torch.onnx takes it
+    (dims as ints; a list gives one entry per dim, null for a static one)."""
+    try:
+        with open(path, encoding="utf-8") as stream:
+            document = json.load(stream)
+    except (OSError, ValueError, RecursionError) as error:
+        reason = "nested too deeply" if isinstance(error, RecursionError) else error
+        raise UsageError(f"{path}: cannot read dynamic shapes: {reason}") from None
+    if not isinstance(document, dict):
+        raise UsageError(
+            f"{path}: dynamic shapes must be a JSON object {{argument: {{dim: name}}}}, "
+            'e.g. {"x": {"0": "batch"}}'
+        )
+    return {name: _dims(spec, f"{path}: {name!r}") for name, spec in document.items()}
+
+
+def _dims(spec: Any, where: str) -> Any:
+    """One argument's dynamic dims from JSON: dim-index keys become ints, names stay."""
+    if spec is None or isinstance(spec, str):
+        return spec
+    if isinstance(spec, list):
+        return [_dims(item, f"{where}[{index}]") for index, item in enumerate(spec)]
+    if isinstance(spec, dict):
+        if all(key.isdigit() for key in spec) and all(
+            value is None or isinstance(value, str) for value in spec.values()
+        ):
+            return {int(key): value for key, value in spec.items()}
+        return {key: _dims(value, f"{where}[{key!r}]") for key, value in spec.items()}
+    raise UsageError(
+        f'{where}: give dims as {{dim: name}} (e.g. {{"0": "batch"}}), a list or null, '
+        f"not {type(spec).__name__}"
+    )
+
+
+def _batch_dynamic_shapes(model: Any, example: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``--dynamic-batch``: dim 0 of every tensor input is the symbolic dim ``batch``."""
+    import inspect
+
+    import torch
+
+    def batch(value: Any) -> Any:
+        if isinstance(value, torch.Tensor):
+            return {0: "batch"} if value.dim() >= 1 else None
+        if isinstance(value, list | tuple):
+            return type(value)(batch(item) for item in value)
+        if isinstance(value, dict):
+            return {key: batch(item) for key, item in value.items()}
+        return None
+
+    if not kwargs:
+        return tuple(batch(value) for value in example)
+    bound = inspect.signature(model.forward).bind(*example, **kwargs)
+    return {name: batch(value) for name, value in bound.arguments.items()}
 
 
 @contextlib.contextmanager
@@ -381,13 +532,14 @@ def _export_quantized(args: argparse.Namespace, batches: list[Any] | None) -> No
             policies=args.policies,
             **_quantize_options(args),
         )
-        save_model(result, args.quantize)
+        written = save_model(result, args.quantize)
+    _wrote_model(written, f"quantized from {args.onnx}: {_quantized_summary(result)}")
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
     from modelprov._demo import run_demo
 
-    folder = run_demo(sys.stdout, folder=args.output_dir)
+    folder = run_demo(sys.stdout, folder=args.output_dir, wrote=_wrote)
     print(f"demo models written to {folder}")
     return EXIT_OK
 
@@ -434,6 +586,13 @@ def _quantize_options(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def _quantized_summary(model: ir.Model) -> str:
+    """``N nodes, P% with sources, K quantized tensors`` for a summary line."""
+    from modelprov.onnx._quant_params import quantized_tensors
+
+    return f"{_model_summary(model)}, {len(quantized_tensors(model))} quantized tensors"
+
+
 def _report_quantized(model: ir.Model, as_json: bool) -> None:
     from modelprov.onnx._quant_params import quantized_tensors, table_json, table_text
 
@@ -459,8 +618,9 @@ def _cmd_quantize(args: argparse.Namespace) -> int:
             **_quantize_options(args),
         )
     with _status(f"writing {output}"):
-        save_model(result, output)
+        written = save_model(result, output)
     _report_quantized(result, args.json)
+    _wrote_model(written, _quantized_summary(result))
     return EXIT_OK
 
 
@@ -543,8 +703,11 @@ def _recall(text: str) -> float:
     return value
 
 
-def one_line(error: BaseException) -> str:
-    text = " ".join(str(error).split()) or type(error).__name__
+def one_line(error: BaseException, flags: Mapping[str, str] | None = None) -> str:
+    """The error as one line; with ``flags`` (keyword -> flag, ``command_line_keywords``)
+    the API keywords it names are spelled as the command line's flags."""
+    said = error.said_with(flags) if flags and isinstance(error, ModelprovError) else str(error)
+    text = " ".join(said.split()) or type(error).__name__
     if not isinstance(error, ModelprovError):
         text = f"{type(error).__name__}: {text}"
     return text if len(text) <= 2000 else text[:1997] + "..."
@@ -631,6 +794,71 @@ _QUANTIZE_OPTIONS = (
     argument("--per-channel", action="store_true", help="one weight scale per output channel"),
 )
 
+_TORCH_ONNX_OPTIONS = (
+    argument(
+        "--opset",
+        type=_positive_int,
+        metavar="N",
+        keywords=("opset_version",),
+        help="the ONNX opset to export to (torch.onnx.export's opset_version; default: torch's)",
+    ),
+    Exclusive(
+        (
+            argument(
+                "--dynamic-batch",
+                action="store_true",
+                help="make dim 0 of every tensor input the symbolic dim 'batch' (the model "
+                "then runs on any batch size)",
+            ),
+            argument(
+                "--dynamic-shapes",
+                metavar="FILE.json",
+                help="torch.onnx.export's dynamic_shapes: JSON {argument: {dim: name}}, "
+                'e.g. {"input_ids": {"0": "batch", "1": "sequence"}}; a name is the symbolic '
+                "dim in the ONNX model",
+            ),
+        )
+    ),
+    argument(
+        "--input-names",
+        nargs="+",
+        metavar="NAME",
+        help="names of the ONNX graph inputs, in order (torch.onnx.export's input_names)",
+    ),
+    argument(
+        "--output-names",
+        nargs="+",
+        metavar="NAME",
+        help="names of the ONNX graph outputs, in order (torch.onnx.export's output_names)",
+    ),
+    argument(
+        "--external-data",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="weights in OUT.onnx.data beside the model, or (--no-external-data) inside it "
+        "(default: inside unless over 2 GB)",
+    ),
+    argument(
+        "--verify",
+        action="store_true",
+        help="run the saved model with onnxruntime against torch on the example inputs; "
+        "exit 1, writing nothing, when an output differs beyond torch's thresholds",
+    ),
+    argument(
+        "--report",
+        action="store_true",
+        help="write the export report modelprov_export_<time>.md (provenance counts, the "
+        "--verify results) into --artifacts-dir",
+    ),
+    argument(
+        "--artifacts-dir",
+        metavar="DIR",
+        default=".",
+        help="the folder of the --report file (default: the current folder)",
+    ),
+)
+"""torch.onnx.export's keywords as export flags (modelprov.export passes them on)."""
+
 COMMANDS: tuple[Command, ...] = (
     Command(
         "export",
@@ -649,6 +877,7 @@ COMMANDS: tuple[Command, ...] = (
                 "--calibrate",
                 type=_positive_int,
                 metavar="N",
+                keywords=("annotations", "calibrate"),
                 help="run N random batches shaped like the example inputs through "
                 "modelprov.calibrate and attach the per-module output ranges (custom.min, "
                 "custom.max); tensors get random values of their shape and dtype, other "
@@ -657,6 +886,7 @@ COMMANDS: tuple[Command, ...] = (
             argument(
                 "--batches",
                 metavar="MODULE:FACTORY",
+                keywords=("calibration_batches", "batches"),
                 help="calibrate on the batches this callable returns (an iterable of tensors, "
                 "tuples or dicts) instead of random ones; --calibrate N then caps their number",
             ),
@@ -670,6 +900,7 @@ COMMANDS: tuple[Command, ...] = (
             argument(
                 "--no-optimize",
                 action="store_true",
+                keywords=("optimize",),
                 help="skip optimization (torch.onnx.export(optimize=False) plus annotations)",
             ),
             argument(
@@ -682,9 +913,13 @@ COMMANDS: tuple[Command, ...] = (
                 "(default OUT.quant.onnx)",
             ),
             *_QUANTIZE_OPTIONS,
+            *_TORCH_ONNX_OPTIONS,
         ),
+        keywords={"ranges": "--annotations FILE.json"},
         description="Export MODULE:FACTORY, a callable returning (model, args) or "
-        "(model, args, kwargs), with modelprov.export / modelprov.export_stablehlo.",
+        "(model, args, kwargs), with modelprov.export / modelprov.export_stablehlo. The "
+        "torch.onnx flags (--opset ... --report) are torch.onnx.export's keywords and apply "
+        "to the ONNX model.",
     ),
     Command(
         "optimize",
@@ -868,6 +1103,7 @@ COMMANDS: tuple[Command, ...] = (
                 "--calibrate-from",
                 nargs="+",
                 metavar="BATCH.npz",
+                keywords=("calibration_batches",),
                 help="calibration batches for tensors without a range: one .npz per batch, "
                 "one array per graph input, named like the input",
             ),
@@ -881,6 +1117,7 @@ COMMANDS: tuple[Command, ...] = (
             *_QUANTIZE_OPTIONS,
             argument("--json", action="store_true", help="print the table as JSON"),
         ),
+        keywords={"annotations": "modelprov export --calibrate N"},
         description="modelprov.quantize on a file: onnxruntime.quantization.quantize_static "
         "with each activation's range from its custom.min/custom.max (modelprov export "
         "--calibrate) or --ranges; tensors without a range are calibrated by onnxruntime "

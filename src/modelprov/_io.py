@@ -371,8 +371,9 @@ def _tensors_of(model: ir.Model) -> Iterable[ir.TensorProtocol]:
 
 def save_model(
     model: ir.Model, path: str | os.PathLike[str], *, external_data: bool | None = None
-) -> None:
+) -> list[str]:
     """Saves atomically; weights go to ``<name>.data`` when asked or when over 2 GB.
+    Returns the files written: the model, then its data file when there is one.
 
     Weights still on disk (``ir.ExternalTensor``, e.g. from :func:`load_model`) are always
     copied into ``<name>.data``: a reference to the input's data file would break when the
@@ -388,7 +389,7 @@ def save_model(
         proto = ir.to_proto(model)
         # Written in pieces: the whole serialized model never sits beside the proto.
         _atomic_write(name, lambda stream: write_message(proto, stream))
-        return
+        return [name]
     data_name = os.path.basename(name) + ".data"
     folder = os.path.dirname(os.path.abspath(name))
     if not os.path.isdir(folder):
@@ -401,10 +402,13 @@ def save_model(
             staged = os.path.join(staging, os.path.basename(name))
             ir.save(model, staged, external_data=data_name)
             staged_data = os.path.join(staging, data_name)
+            written = [name]
             if os.path.exists(staged_data):
                 os.replace(staged_data, os.path.join(folder, data_name))
+                written.append(os.path.join(os.path.dirname(name), data_name))
             os.replace(staged, name)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
     except OSError as error:
         raise OutputError(f"{name}: cannot write in {folder}: {error.strerror or error}") from None
+    return written

@@ -35,7 +35,7 @@ from modelprov.core._correspond import Change, Snapshot, all_nodes, correspond
 from modelprov.core._provenance import Provenance
 from modelprov.core.keys import CONFIDENCE_KEY, RECOVER_REPORT_FORMAT
 from modelprov.core.policy import Policies
-from modelprov.errors import CorrespondenceError
+from modelprov.errors import CorrespondenceError, keyword
 from modelprov.onnx._correspondence_check import correspondence_problems
 from modelprov.onnx._duplicates import merged_entries
 from modelprov.onnx._lookup import proto_nodes
@@ -378,7 +378,9 @@ def recover_ir(
         raise CorrespondenceError(
             "the optimized model does not correspond to the original: "
             + "; ".join(problems)
-            + "; pass the model the tool was given, or force=True (--force) to recover anyway"
+            + "; pass the model the tool was given, or "
+            + keyword("force", "force=True")
+            + " to recover anyway"
         )
     _check_same_interface(original, optimized)
     repaired = _repair_ir(optimized)
