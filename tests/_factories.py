@@ -48,3 +48,15 @@ def tiny_gpt2_batches() -> list[Any]:
 
     generator = torch.Generator().manual_seed(1)
     return [torch.randint(0, 64, (2, length), generator=generator) for length in (4, 8)]
+
+
+def noisy() -> tuple[Any, ...]:
+    """A model adding uniform noise: onnxruntime's random numbers are not torch's, so
+    ``export --verify`` must fail on it."""
+    import torch
+
+    class Noisy(torch.nn.Module):  # type: ignore[misc]
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x + torch.rand_like(x)
+
+    return Noisy().eval(), (torch.zeros(2, 8),)

@@ -381,7 +381,11 @@ def _export_onnx(
         "output_names": args.output_names,
     }
     reports_before = _export_reports(args.artifacts_dir) if args.report else set()
-    with _status(f"exporting {args.onnx}"), _user_model_errors(args.factory, "export"):
+    with (
+        _status(f"exporting {args.onnx}"),
+        _user_model_errors(args.factory, "export"),
+        contextlib.redirect_stdout(sys.stderr),  # torch.onnx prints its steps (-v)
+    ):
         program = modelprov.export(
             model,
             example,
