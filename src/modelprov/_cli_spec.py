@@ -16,6 +16,10 @@ Deriving a flag from a field (``option_arguments``):
   ``--policies FILE.json`` argument every merging command lists (``_cli_commands``);
 - ``field(metadata={"help": ...})`` gives the help (required for a flag), ``"metavar"``
   optionally its metavar, ``"cli": False`` keeps a field off the command line.
+
+Errors name flags: a message names API keywords with ``errors.keyword``; a flag gives the
+keyword of its ``dest`` or those of ``Argument.keywords``, and ``Command.keywords`` spells
+the rest, so :func:`command_line_keywords` tells the command line how to say each one.
 """
 
 from __future__ import annotations
