@@ -49,6 +49,11 @@ if TYPE_CHECKING:
 _LAZY = {
     "errors": ".errors",
     "policy": ".policy",
+    "keys": ".keys",
+    "core": ".core",
+    "annotation": ".annotation",
+    "onnx": ".onnx",
+    "stablehlo": ".stablehlo",
     "join_sources": "._join",
     "annotate": ".annotation",
     "annotations": ".annotation",
@@ -91,8 +96,8 @@ _LAZY = {
 }
 """Where each public name lives (relative to this package); imported on first use."""
 
-_MODULES = frozenset({"errors", "policy"})
-"""The public names that are modules."""
+_MODULES = frozenset({"errors", "policy", "keys", "core", "annotation", "onnx", "stablehlo"})
+"""The names that are modules (``modelprov.core`` works without importing it first)."""
 
 _FUNCTIONS_NAMED_LIKE_PACKAGES = frozenset({"audit", "report"})
 """``modelprov.audit`` and ``modelprov.report`` are functions, though subpackages share
