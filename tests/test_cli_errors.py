@@ -15,10 +15,11 @@ import onnx_ir as ir
 import pytest
 
 import modelprov
+from modelprov import _examples
 from modelprov._cli_commands import COMMANDS
 from modelprov._cli_spec import command_line_keywords
 from modelprov.cli import main
-from modelprov.errors import QuantizationError
+from modelprov.errors import AnnotationError, QuantizationError
 from tests._cli import cli_many
 from tests.conftest import fresh_export
 
@@ -131,6 +132,16 @@ def test_errors_name_flags_on_the_command_line_and_keywords_in_python(
     _, _, err = _run(capsys, "recover", files["mlp"], files["dt"], "-o", out)
     assert "or --force to recover anyway" in err and "force=True" not in err, err
 
+    annotations = pathlib.Path(files["folder"]) / "annotations.json"
+    annotations.write_text('{"nope": {"team": "a"}}')
+    _, _, err = _run(
+        capsys, "export", "tests._factories:mlp", "--onnx", out, "--annotations", str(annotations)
+    )
+    assert f"error: --annotations {annotations}: no module at path 'nope'" in err, err
+    model, example = _examples.mlp()
+    with pytest.raises(AnnotationError, match=r"^annotations: no module at path 'nope'"):
+        modelprov.export(model, example, annotations={"nope": {"team": "a"}})
+
     _, _, err = _run(capsys, "export", "tests._factories:mlp", "--onnx", out, "--quantize")
     assert "calibrate the export (--calibrate N)" in err, err
     assert "--batches MODULE:FACTORY" in err and "calibration_batches" not in err
@@ -143,7 +154,7 @@ def test_every_keyword_an_error_names_has_a_flag() -> None:
     for path in _SRC.rglob("*.py"):
         if not path.name.endswith("_test.py"):
             named |= set(re.findall(r"""keyword\(\s*["'](\w+)["']""", path.read_text("utf-8")))
-    assert {"ranges", "calibration_batches", "annotations", "force", "verify"} <= named
+    assert {"ranges", "calibration_batches", "annotations", "calibrate", "force", "verify"} <= named
     spelled: set[str] = set()
     for command in COMMANDS:
         spelled |= set(command_line_keywords(command, argparse.Namespace()))

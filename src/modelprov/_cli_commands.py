@@ -881,7 +881,6 @@ COMMANDS: tuple[Command, ...] = (
                 "--calibrate",
                 type=_positive_int,
                 metavar="N",
-                keywords=("annotations", "calibrate"),
                 help="run N random batches shaped like the example inputs through "
                 "modelprov.calibrate and attach the per-module output ranges (custom.min, "
                 "custom.max); tensors get random values of their shape and dtype, other "
@@ -1121,7 +1120,7 @@ COMMANDS: tuple[Command, ...] = (
             *_QUANTIZE_OPTIONS,
             argument("--json", action="store_true", help="print the table as JSON"),
         ),
-        keywords={"annotations": "modelprov export --calibrate N"},
+        keywords={"calibrate": "modelprov export --calibrate N"},
         description="modelprov.quantize on a file: onnxruntime.quantization.quantize_static "
         "with each activation's range from its custom.min/custom.max (modelprov export "
         "--calibrate) or --ranges; tensors without a range are calibrated by onnxruntime "

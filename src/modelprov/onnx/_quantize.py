@@ -294,7 +294,7 @@ def quantize(
                 f"{', '.join(missing)}; give them with "
                 f"{keyword('ranges', 'ranges={name: (min, max)}')} (tensor names or module "
                 "paths), calibrate the export "
-                f"({keyword('annotations', 'annotations=modelprov.calibrate(...)')}), or pass "
+                f"({keyword('calibrate', 'annotations=modelprov.calibrate(...)')}), or pass "
                 f"{keyword('calibration_batches')} so onnxruntime calibrates them"
             )
         method = ort_options.pop("calibrate_method", quant.CalibrationMethod.MinMax)
