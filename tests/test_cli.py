@@ -256,6 +256,10 @@ def test_export_stablehlo_with_calibration(tmp_path):
     relu = next(line for line in ranged if "stablehlo.maximum" in line)
     assert 'custom.min = "0.0"' in relu and 'modelprov.module = "1"' in relu
     assert (tmp_path / "mlp.mlir.jaxexport").exists()
+    # every file written is named on stderr, one line each
+    reported = re.findall(r"^modelprov: wrote (.+?): ", result.stderr, re.M)
+    assert sorted(reported) == sorted(str(path) for path in tmp_path.iterdir()), result.stderr
+    assert len(reported) == 3
 
 
 @pytest.mark.parametrize(

@@ -154,3 +154,30 @@ def test_dynamic_batch_marks_tensor_arguments_by_name_when_there_are_keywords() 
         "input_ids": {0: "batch"},
         "use_cache": None,
     }
+
+
+def test_graph_commands_name_the_external_data_they_write(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    source = tmp_path / "in" / "mlp.onnx"
+    source.parent.mkdir()
+    code, _, err = _run(
+        capsys, "export", "tests._factories:mlp", "--onnx", str(source), "--external-data"
+    )
+    assert code == 0, err
+    # optimize loads the small weights into the model; the graph-only commands copy the
+    # weights still on disk into OUT.onnx.data
+    runs = {
+        "optimize": (["optimize", str(source)], False),
+        "functionize": (["functionize", str(source)], True),
+        "recover": (["recover", str(source), str(source)], True),
+    }
+    for name, (argv, with_data) in runs.items():
+        folder = tmp_path / name
+        folder.mkdir()
+        out = folder / "out.onnx"
+        code, _, err = _run(capsys, *argv, "-o", str(out))
+        assert code == 0, (name, err)
+        assert reported_files(err) == files_in(folder), (name, err)
+        data_line = f"wrote {out}.data: external data of out.onnx" in err
+        assert data_line == with_data == (folder / "out.onnx.data").exists(), (name, err)
