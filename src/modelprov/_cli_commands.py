@@ -21,6 +21,14 @@ from typing import TYPE_CHECKING, Any
 
 from modelprov import _progress
 from modelprov._cli_spec import Command, Exclusive, OptionsOf, argument, option_values
+from modelprov._cli_torch_onnx import (
+    ONNX_ONLY,
+    TORCH_ONNX_OPTIONS,
+    batch_dynamic_shapes,
+    export_reports,
+    read_dynamic_shapes,
+    torch_onnx_keywords,
+)
 from modelprov._quiet_libraries import libraries_quieted
 from modelprov.errors import ExitCode, ModelprovError, UsageError
 
@@ -315,7 +323,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
         raise UsageError("give --onnx OUT.onnx, --stablehlo OUT.mlir or both")
     if args.calibrate is not None and args.calibrate < 1:
         raise UsageError(f"--calibrate {args.calibrate}: give a positive number of batches")
-    onnx_only = [flag for flag, dest in _ONNX_ONLY if getattr(args, dest) not in (None, False)]
+    onnx_only = [flag for flag, dest in ONNX_ONLY if getattr(args, dest) not in (None, False)]
     if args.onnx is None and onnx_only:
         raise UsageError(f"{', '.join(onnx_only)}: give --onnx OUT.onnx (they shape the ONNX)")
     outputs = [path for path in (args.onnx, args.stablehlo) if path is not None]
@@ -324,13 +332,13 @@ def _cmd_export(args: argparse.Namespace) -> int:
     if args.quantize is not None:
         args.quantize = args.quantize or _quantized_name(args.onnx)
         check_output(args.quantize, [args.onnx])
-    dynamic_shapes = _read_dynamic_shapes(args.dynamic_shapes) if args.dynamic_shapes else None
+    dynamic_shapes = read_dynamic_shapes(args.dynamic_shapes) if args.dynamic_shapes else None
     annotations: dict[str, dict[str, Any]] = {}
     batches: list[Any] = []
     with _status(f"building {args.factory}"):
         model, example, kwargs = _model_and_inputs(args.factory)
     if args.dynamic_batch:
-        dynamic_shapes = _batch_dynamic_shapes(model, example, kwargs)
+        dynamic_shapes = batch_dynamic_shapes(model, example, kwargs)
     # torch set its loggers' levels when the factory imported it: quiet them again.
     with libraries_quieted(enabled=not args.verbose):
         if args.calibrate or args.batches:
@@ -349,20 +357,6 @@ def _cmd_export(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-_ONNX_ONLY = (
-    ("--quantize", "quantize"),
-    ("--opset", "opset"),
-    ("--dynamic-batch", "dynamic_batch"),
-    ("--dynamic-shapes", "dynamic_shapes"),
-    ("--input-names", "input_names"),
-    ("--output-names", "output_names"),
-    ("--external-data", "external_data"),
-    ("--verify", "verify"),
-    ("--report", "report"),
-)
-"""The export flags that need ``--onnx`` (flag, argparse dest)."""
-
-
 def _export_onnx(
     args: argparse.Namespace,
     model: Any,
@@ -374,13 +368,7 @@ def _export_onnx(
     """modelprov.export into --onnx, torch.onnx.export's keywords from the flags."""
     import modelprov
 
-    torch_keywords: dict[str, Any] = {
-        "opset_version": args.opset,
-        "dynamic_shapes": dynamic_shapes,
-        "input_names": args.input_names,
-        "output_names": args.output_names,
-    }
-    reports_before = _export_reports(args.artifacts_dir) if args.report else set()
+    reports_before = export_reports(args.artifacts_dir) if args.report else set()
     with (
         _status(f"exporting {args.onnx}"),
         _user_model_errors(args.factory, "export"),
@@ -398,13 +386,12 @@ def _export_onnx(
             verify=args.verify,
             report=args.report,
             external_data=args.external_data,
-            **({"artifacts_dir": args.artifacts_dir} if args.report else {}),
-            **{key: value for key, value in torch_keywords.items() if value is not None},
+            **torch_onnx_keywords(args, dynamic_shapes),
         )
     ranges = f", ranges of {len(annotations)} modules" if annotations else ""
     verified = ", verified against torch" if args.verify else ""
     _wrote_model(_model_files(args.onnx), f"{_model_summary(program.model)}{ranges}{verified}")
-    for path in sorted(_export_reports(args.artifacts_dir) - reports_before):
+    for path in sorted(export_reports(args.artifacts_dir) - reports_before):
         _wrote(path, "the export report (markdown)")
 
 
@@ -415,17 +402,6 @@ def _model_files(path: str) -> list[str]:
     proto = load_model_proto(path, load_weights=False)
     locations = sorted({entry.location for entry in external_data_of(proto, path)})
     return [path, *(os.path.join(os.path.dirname(path), location) for location in locations)]
-
-
-def _export_reports(folder: str) -> set[str]:
-    """The export reports (``modelprov_export_*.md``) in ``folder``."""
-    if not os.path.isdir(folder):
-        return set()
-    return {
-        os.path.join(folder, name)
-        for name in os.listdir(folder)
-        if name.startswith("modelprov_export_") and name.endswith(".md")
-    }
 
 
 def _export_stablehlo(
@@ -449,62 +425,6 @@ def _export_stablehlo(
     _wrote(text_path, f"{len(program.ops)} ops, {program.coverage:.0%} name their FX node")
     _wrote(export_path, "the serialized jax.export artifact")
     _wrote(weights_path, f"{len(program.weights)} weights, {_size(weights_path)}")
-
-
-def _read_dynamic_shapes(path: str) -> dict[str, Any]:
-    """``--dynamic-shapes FILE.json``: ``{argument: {dim: name}}`` as torch.onnx takes it
-    (dims as ints; a list gives one entry per dim, null for a static one)."""
-    try:
-        with open(path, encoding="utf-8") as stream:
-            document = json.load(stream)
-    except (OSError, ValueError, RecursionError) as error:
-        reason = "nested too deeply" if isinstance(error, RecursionError) else error
-        raise UsageError(f"{path}: cannot read dynamic shapes: {reason}") from None
-    if not isinstance(document, dict):
-        raise UsageError(
-            f"{path}: dynamic shapes must be a JSON object {{argument: {{dim: name}}}}, "
-            'e.g. {"x": {"0": "batch"}}'
-        )
-    return {name: _dims(spec, f"{path}: {name!r}") for name, spec in document.items()}
-
-
-def _dims(spec: Any, where: str) -> Any:
-    """One argument's dynamic dims from JSON: dim-index keys become ints, names stay."""
-    if spec is None or isinstance(spec, str):
-        return spec
-    if isinstance(spec, list):
-        return [_dims(item, f"{where}[{index}]") for index, item in enumerate(spec)]
-    if isinstance(spec, dict):
-        if all(key.isdigit() for key in spec) and all(
-            value is None or isinstance(value, str) for value in spec.values()
-        ):
-            return {int(key): value for key, value in spec.items()}
-        return {key: _dims(value, f"{where}[{key!r}]") for key, value in spec.items()}
-    raise UsageError(
-        f'{where}: give dims as {{dim: name}} (e.g. {{"0": "batch"}}), a list or null, '
-        f"not {type(spec).__name__}"
-    )
-
-
-def _batch_dynamic_shapes(model: Any, example: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """``--dynamic-batch``: dim 0 of every tensor input is the symbolic dim ``batch``."""
-    import inspect
-
-    import torch
-
-    def batch(value: Any) -> Any:
-        if isinstance(value, torch.Tensor):
-            return {0: "batch"} if value.dim() >= 1 else None
-        if isinstance(value, list | tuple):
-            return type(value)(batch(item) for item in value)
-        if isinstance(value, dict):
-            return {key: batch(item) for key, item in value.items()}
-        return None
-
-    if not kwargs:
-        return tuple(batch(value) for value in example)
-    bound = inspect.signature(model.forward).bind(*example, **kwargs)
-    return {name: batch(value) for name, value in bound.arguments.items()}
 
 
 @contextlib.contextmanager
@@ -798,71 +718,6 @@ _QUANTIZE_OPTIONS = (
     argument("--per-channel", action="store_true", help="one weight scale per output channel"),
 )
 
-_TORCH_ONNX_OPTIONS = (
-    argument(
-        "--opset",
-        type=_positive_int,
-        metavar="N",
-        keywords=("opset_version",),
-        help="the ONNX opset to export to (torch.onnx.export's opset_version; default: torch's)",
-    ),
-    Exclusive(
-        (
-            argument(
-                "--dynamic-batch",
-                action="store_true",
-                help="make dim 0 of every tensor input the symbolic dim 'batch' (the model "
-                "then runs on any batch size)",
-            ),
-            argument(
-                "--dynamic-shapes",
-                metavar="FILE.json",
-                help="torch.onnx.export's dynamic_shapes: JSON {argument: {dim: name}}, "
-                'e.g. {"input_ids": {"0": "batch", "1": "sequence"}}; a name is the symbolic '
-                "dim in the ONNX model",
-            ),
-        )
-    ),
-    argument(
-        "--input-names",
-        nargs="+",
-        metavar="NAME",
-        help="names of the ONNX graph inputs, in order (torch.onnx.export's input_names)",
-    ),
-    argument(
-        "--output-names",
-        nargs="+",
-        metavar="NAME",
-        help="names of the ONNX graph outputs, in order (torch.onnx.export's output_names)",
-    ),
-    argument(
-        "--external-data",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="weights in OUT.onnx.data beside the model, or (--no-external-data) inside it "
-        "(default: inside unless over 2 GB)",
-    ),
-    argument(
-        "--verify",
-        action="store_true",
-        help="run the saved model with onnxruntime against torch on the example inputs; "
-        "exit 1, writing nothing, when an output differs beyond torch's thresholds",
-    ),
-    argument(
-        "--report",
-        action="store_true",
-        help="write the export report modelprov_export_<time>.md (provenance counts, the "
-        "--verify results) into --artifacts-dir",
-    ),
-    argument(
-        "--artifacts-dir",
-        metavar="DIR",
-        default=".",
-        help="the folder of the --report file (default: the current folder)",
-    ),
-)
-"""torch.onnx.export's keywords as export flags (modelprov.export passes them on)."""
-
 COMMANDS: tuple[Command, ...] = (
     Command(
         "export",
@@ -916,7 +771,7 @@ COMMANDS: tuple[Command, ...] = (
                 "(default OUT.quant.onnx)",
             ),
             *_QUANTIZE_OPTIONS,
-            *_TORCH_ONNX_OPTIONS,
+            *TORCH_ONNX_OPTIONS,
         ),
         keywords={"ranges": "--annotations FILE.json"},
         description="Export MODULE:FACTORY, a callable returning (model, args) or "
