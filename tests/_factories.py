@@ -60,3 +60,10 @@ def noisy() -> tuple[Any, ...]:
             return x + torch.rand_like(x)
 
     return Noisy().eval(), (torch.zeros(2, 8),)
+
+
+def mlp_dynamic_shapes() -> tuple[Any, ...]:
+    """``--dynamic-shapes MODULE:FACTORY`` for :func:`mlp`: torch.export's own Dim, bounded."""
+    import torch
+
+    return ({0: torch.export.Dim("rows", min=1, max=64)},)

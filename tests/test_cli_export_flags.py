@@ -181,3 +181,24 @@ def test_graph_commands_name_the_external_data_they_write(
         assert reported_files(err) == files_in(folder), (name, err)
         data_line = f"wrote {out}.data: external data of out.onnx" in err
         assert data_line == with_data == (folder / "out.onnx.data").exists(), (name, err)
+
+
+def test_dynamic_shapes_from_a_factory_keep_torch_dims(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    out = tmp_path / "mlp.onnx"
+    code, _, err = _run(
+        capsys,
+        "export",
+        "tests._factories:mlp",
+        "--onnx",
+        str(out),
+        "--dynamic-shapes",
+        "tests._factories:mlp_dynamic_shapes",
+    )
+    assert code == 0, err
+    dim = onnx.load(str(out)).graph.input[0].type.tensor_type.shape.dim[0]
+    assert dim.dim_param == "rows" and not dim.HasField("dim_value")
+    session = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
+    (logits,) = session.run(None, {"input": np.zeros((9, 784), np.float32)})
+    assert logits.shape == (9, 10)

@@ -26,6 +26,7 @@ from modelprov._cli_torch_onnx import (
     TORCH_ONNX_OPTIONS,
     batch_dynamic_shapes,
     export_reports,
+    names_a_factory,
     read_dynamic_shapes,
     torch_onnx_keywords,
 )
@@ -332,13 +333,20 @@ def _cmd_export(args: argparse.Namespace) -> int:
     if args.quantize is not None:
         args.quantize = args.quantize or _quantized_name(args.onnx)
         check_output(args.quantize, [args.onnx])
-    dynamic_shapes = read_dynamic_shapes(args.dynamic_shapes) if args.dynamic_shapes else None
+    shapes_factory = bool(args.dynamic_shapes) and names_a_factory(args.dynamic_shapes)
+    dynamic_shapes = (
+        read_dynamic_shapes(args.dynamic_shapes)
+        if args.dynamic_shapes and not shapes_factory
+        else None
+    )
     annotations: dict[str, dict[str, Any]] = {}
     batches: list[Any] = []
     with _status(f"building {args.factory}"):
         model, example, kwargs = _model_and_inputs(args.factory)
     if args.dynamic_batch:
         dynamic_shapes = batch_dynamic_shapes(model, example, kwargs)
+    elif shapes_factory:
+        dynamic_shapes = _call_factory(args.dynamic_shapes)
     # torch set its loggers' levels when the factory imported it: quiet them again.
     with libraries_quieted(enabled=not args.verbose):
         if args.calibrate or args.batches:

@@ -3,7 +3,9 @@ keywords (which modelprov.export passes on).
 
 ``--opset`` is ``opset_version``; ``--dynamic-batch`` makes dim 0 of every tensor input the
 symbolic dim ``batch`` and ``--dynamic-shapes FILE.json`` reads ``dynamic_shapes`` by argument
-name (names as torch.onnx takes them: each becomes the ONNX dim's name); ``--input-names``,
+name (names as torch.onnx takes them: each becomes the ONNX dim's name), or
+``--dynamic-shapes MODULE:FACTORY`` calls a factory returning them (``torch.export.Dim``
+objects with bounds); ``--input-names``,
 ``--output-names``, ``--external-data``, ``--verify`` and ``--report`` / ``--artifacts-dir``
 are the keywords of the same names.
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 from typing import Any
 
 from modelprov._cli_spec import Exclusive, argument
@@ -23,6 +26,7 @@ __all__ = [
     "TORCH_ONNX_OPTIONS",
     "batch_dynamic_shapes",
     "export_reports",
+    "names_a_factory",
     "read_dynamic_shapes",
     "torch_onnx_keywords",
 ]
@@ -56,10 +60,11 @@ TORCH_ONNX_OPTIONS = (
             ),
             argument(
                 "--dynamic-shapes",
-                metavar="FILE.json",
+                metavar="FILE.json|MODULE:FACTORY",
                 help="torch.onnx.export's dynamic_shapes: JSON {argument: {dim: name}}, "
                 'e.g. {"input_ids": {"0": "batch", "1": "sequence"}}; a name is the symbolic '
-                "dim in the ONNX model",
+                "dim in the ONNX model. Or MODULE:FACTORY, a callable returning "
+                "dynamic_shapes (torch.export.Dim objects, bounds included)",
             ),
         )
     ),
@@ -138,6 +143,14 @@ def export_reports(folder: str) -> set[str]:
         for name in os.listdir(folder)
         if name.startswith("modelprov_export_") and name.endswith(".md")
     }
+
+
+def names_a_factory(value: str) -> bool:
+    """Whether ``--dynamic-shapes VALUE`` is ``MODULE:FACTORY`` (a callable returning
+    torch's ``dynamic_shapes``, ``torch.export.Dim`` objects included) rather than a file."""
+    return re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*", value) is not None and not (
+        os.path.exists(value)
+    )
 
 
 def read_dynamic_shapes(path: str) -> dict[str, Any]:
