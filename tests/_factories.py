@@ -122,3 +122,22 @@ def no_grad_block() -> tuple[Any, ...]:
 
     torch.manual_seed(0)
     return NoGradBlock(), (torch.randn(2, 4),)
+
+
+def noisy() -> tuple[Any, ...]:
+    """A model adding uniform noise: onnxruntime's random numbers are not torch's, so
+    ``export --verify`` must fail on it."""
+    import torch
+
+    class Noisy(torch.nn.Module):  # type: ignore[misc]
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x + torch.rand_like(x)
+
+    return Noisy().eval(), (torch.zeros(2, 8),)
+
+
+def mlp_dynamic_shapes() -> tuple[Any, ...]:
+    """``--dynamic-shapes MODULE:FACTORY`` for :func:`mlp`: torch.export's own Dim, bounded."""
+    import torch
+
+    return ({0: torch.export.Dim("rows", min=1, max=64)},)

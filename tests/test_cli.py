@@ -6,6 +6,7 @@ import argparse
 import inspect
 import json
 import os
+import re
 
 import onnx
 import onnx_ir as ir
@@ -70,7 +71,9 @@ def test_help_lists_every_subcommand_and_every_option_has_help():
     assert result.returncode == 0
     for name in SUBCOMMANDS:
         assert name in result.stdout
-    assert "0 ok, 1 a check failed, 2 usage or input error" in result.stdout
+    listed = result.stdout.split("exit codes:", 1)[1]
+    for code in ExitCode:  # every exit code, each with its meaning
+        assert re.search(rf"^  {int(code)} +{re.escape(code.meaning)}$", listed, re.M), code
 
 
 def _main(capsys, *args: str) -> tuple[int, str, str]:
@@ -254,6 +257,10 @@ def test_export_stablehlo_with_calibration(tmp_path):
     relu = next(line for line in ranged if "stablehlo.maximum" in line)
     assert 'custom.min = "0.0"' in relu and 'modelprov.module = "1"' in relu
     assert (tmp_path / "mlp.mlir.jaxexport").exists()
+    # every file written is named on stderr, one line each
+    reported = re.findall(r"^modelprov: wrote (.+?): ", result.stderr, re.M)
+    assert sorted(reported) == sorted(str(path) for path in tmp_path.iterdir()), result.stderr
+    assert len(reported) == 3
 
 
 @pytest.mark.parametrize(

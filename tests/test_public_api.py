@@ -99,6 +99,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "StableHLOError",
         "UsageError",
         "VerificationError",
+        "keyword",
     ],
     "modelprov.keys": [
         "ATEN_CALL_KEY",

@@ -22,16 +22,17 @@ from typing import TYPE_CHECKING, Any
 
 from modelprov import _progress
 from modelprov._cli_spec import Command, Exclusive, OptionsOf, argument, option_values
-from modelprov._input_files import open_regular, read_regular
-from modelprov._io import (
-    check_output,
-    load_model,
-    load_model_proto,
-    model_from_proto,
-    save_model,
-    set_base_dir,
+from modelprov._cli_torch_onnx import (
+    ONNX_ONLY,
+    TORCH_ONNX_OPTIONS,
+    batch_dynamic_shapes,
+    export_reports,
+    names_a_factory,
+    read_dynamic_shapes,
+    torch_onnx_keywords,
 )
-from modelprov.core.keys import CONFIDENCE_KEY
+from modelprov._input_files import open_regular, read_regular
+from modelprov._quiet_libraries import libraries_quieted
 from modelprov.errors import ExitCode, ModelprovError, UsageError
 
 if TYPE_CHECKING:
@@ -50,6 +51,24 @@ def _status(message: str) -> Iterator[None]:
     """Progress on stderr while a step runs: a spinner on a terminal, else rate-limited lines."""
     with _progress.status(message):
         yield
+
+
+def _wrote(path: str, what: str) -> None:
+    """The summary line of one written file."""
+    _progress.summary(f"wrote {path}: {what}")
+
+
+def _wrote_model(written: Sequence[str], what: str) -> None:
+    """The summary lines of a written model: the model, then its external data file."""
+    model, *data_files = written
+    _wrote(model, what)
+    for path in data_files:
+        _wrote(path, f"external data of {os.path.basename(model)}, {_size(path)}")
+
+
+def _size(path: str) -> str:
+    size = os.path.getsize(path)
+    return f"{size / 1e6:.1f} MB" if size >= 100_000 else f"{size} bytes"
 
 
 def _model_summary(model: ir.Model) -> str:
@@ -73,6 +92,8 @@ def _fx_recall(before: ir.Model, after: ir.Model) -> str:
 def _check_output(args: argparse.Namespace, output: str, inputs: Sequence[str]) -> str:
     """:func:`check_output` for a command: overwriting an input is allowed, and advised in
     the error, only when the command has the ``--in-place`` flag (and it was given)."""
+    from modelprov._io import check_output
+
     has_flag = hasattr(args, _IN_PLACE_DEST)
     return check_output(
         output,
@@ -88,6 +109,7 @@ def _check_output(args: argparse.Namespace, output: str, inputs: Sequence[str]) 
 def _cmd_optimize(args: argparse.Namespace) -> int:
     import onnx_ir as ir
 
+    from modelprov._io import load_model_proto, model_from_proto, save_model
     from modelprov.onnx._optimize import OptimizeProvenancePass
 
     output = _check_output(args, args.output, [args.model])
@@ -97,32 +119,35 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
     optimize_pass = OptimizeProvenancePass(
         per_pass=bool(args.report or args.json),
         policies=args.policies,
-        **option_values(args, OptimizeProvenancePass, _OPTIMIZE_SET_BY_COMMAND),
+        **option_values(args, _optimize_pass(), _OPTIMIZE_SET_BY_COMMAND),
     )
     with _status("optimizing"):
         result = optimize_pass(model)
     with _status(f"writing {output}"):
-        save_model(model, output)
+        written = save_model(model, output)
     before = ir.from_proto(proto)
     if args.report or args.json:
         from modelprov.audit import optimize_report
 
         report = optimize_report(before, model, result.steps)
         print(report.to_json() if args.json else report.to_text())
-    _progress.summary(
-        f"wrote {output}: {len(list(before.graph))} -> {_model_summary(model)}, "
-        f"{_fx_recall(before, model)}"
+    _wrote_model(
+        written,
+        f"{len(list(before.graph))} -> {_model_summary(model)}, {_fx_recall(before, model)}",
     )
     return EXIT_OK
 
 
 def _cmd_recover(args: argparse.Namespace) -> int:
 
+    from modelprov._io import load_model_proto, save_model, set_base_dir
+    from modelprov.core.keys import CONFIDENCE_KEY
+
     output = _check_output(args, args.output, [args.original, args.optimized])
     with _status("loading models"):
         original = load_model_proto(args.original, load_weights=False)
         optimized = load_model_proto(args.optimized, load_weights=False)
-    from modelprov.onnx._recover import RecoverOptions, recover_with_working_model
+    from modelprov.onnx._recover import recover_with_working_model
 
     with _status("recovering provenance"):
         _, recovery, result = recover_with_working_model(
@@ -130,11 +155,11 @@ def _cmd_recover(args: argparse.Namespace) -> int:
             optimized,
             policies=args.policies,
             paths=(args.original, args.optimized),
-            **option_values(args, RecoverOptions),
+            **option_values(args, _recover_options()),
         )
     with _status(f"writing {output}"):
         set_base_dir(result, os.path.dirname(os.path.abspath(args.optimized)))
-        save_model(result, output)
+        written = save_model(result, output)
     levels: dict[str, int] = {}
     for node in result.graph.all_nodes():
         level = node.metadata_props.get(CONFIDENCE_KEY)
@@ -143,9 +168,7 @@ def _cmd_recover(args: argparse.Namespace) -> int:
     how_sure = ", ".join(f"{count} {level}" for level, count in sorted(levels.items()))
     if args.report or args.json:
         print(recovery.to_json() if args.json else recovery.to_text())
-    _progress.summary(
-        f"wrote {output}: {_model_summary(result)}" + (f" ({how_sure})" if how_sure else "")
-    )
+    _wrote_model(written, _model_summary(result) + (f" ({how_sure})" if how_sure else ""))
     return EXIT_OK
 
 
@@ -153,6 +176,8 @@ def _rewrite_model(
     args: argparse.Namespace, doing: str, transform: Callable[[ir.Model], ir.Model]
 ) -> int:
     """Loads MODEL (graph only), transforms it, writes OUTPUT atomically."""
+    from modelprov._io import load_model, save_model
+
     output = _check_output(args, args.output, [args.model])
     with _status(f"loading {args.model}"):
         model = load_model(args.model)
@@ -160,11 +185,9 @@ def _rewrite_model(
     with _status(doing):
         result = transform(model)
     with _status(f"writing {output}"):
-        save_model(result, output)
+        written = save_model(result, output)
     after = (len(list(result.graph)), len(result.functions))
-    _progress.summary(
-        f"wrote {output}: {before[0]} -> {after[0]} nodes, {before[1]} -> {after[1]} functions"
-    )
+    _wrote_model(written, f"{before[0]} -> {after[0]} nodes, {before[1]} -> {after[1]} functions")
     return EXIT_OK
 
 
@@ -172,7 +195,7 @@ def _cmd_functionize(args: argparse.Namespace) -> int:
     from modelprov.onnx._functionize import FunctionizePass
 
     functionize_pass = FunctionizePass(
-        policies=args.policies, **option_values(args, FunctionizePass)
+        policies=args.policies, **option_values(args, _functionize_pass())
     )
     # The loaded model is ours: the pass changes it in place (no copy).
     return _rewrite_model(
@@ -186,7 +209,7 @@ def _cmd_inline(args: argparse.Namespace) -> int:
     return _rewrite_model(
         args,
         "inlining functions",
-        lambda model: InlinePass(**option_values(args, InlinePass))(model).model,
+        lambda model: InlinePass(**option_values(args, _inline_pass()))(model).model,
     )
 
 
@@ -194,6 +217,7 @@ def _cmd_inline(args: argparse.Namespace) -> int:
 
 
 def _cmd_audit(args: argparse.Namespace) -> int:
+    from modelprov._io import load_model_proto
     from modelprov.audit import audit
 
     with _status(f"auditing {args.model}"):
@@ -335,60 +359,119 @@ def _cmd_export(args: argparse.Namespace) -> int:
         raise UsageError("give --onnx OUT.onnx, --stablehlo OUT.mlir or both")
     if args.calibrate is not None and args.calibrate < 1:
         raise UsageError(f"--calibrate {args.calibrate}: give a positive number of batches")
+    onnx_only = [flag for flag, dest in ONNX_ONLY if getattr(args, dest) not in (None, False)]
+    if args.onnx is None and onnx_only:
+        raise UsageError(f"{', '.join(onnx_only)}: give --onnx OUT.onnx (they shape the ONNX)")
     outputs = [path for path in (args.onnx, args.stablehlo) if path is not None]
     for path in outputs:
         _check_output(args, path, [args.annotations] if args.annotations else [])
     if args.compare and args.onnx is None:
         raise UsageError("--compare needs --onnx OUT.onnx (the model it compares with torch)")
     if args.quantize is not None:
-        if args.onnx is None:
-            raise UsageError("--quantize needs --onnx OUT.onnx (the float model it quantizes)")
         args.quantize = args.quantize or _quantized_name(args.onnx)
         _check_output(args, args.quantize, [args.onnx])
+    shapes_factory = bool(args.dynamic_shapes) and names_a_factory(args.dynamic_shapes)
+    dynamic_shapes = (
+        read_dynamic_shapes(args.dynamic_shapes)
+        if args.dynamic_shapes and not shapes_factory
+        else None
+    )
     annotations: dict[str, dict[str, Any]] = {}
     batches: list[Any] = []
     with _status(f"building {args.factory}"):
         model, example, kwargs = _model_and_inputs(args.factory)
-    if args.calibrate or args.batches:
-        batches = _calibration_batches(args, example, kwargs)
-        with _status(f"calibrating on {len(batches)} batches"):
-            annotations = modelprov.calibrate(model, batches)
-    if args.annotations:
-        for path, keys in _read_annotations(args.annotations).items():
-            annotations.setdefault(path, {}).update(keys)
-    if args.onnx is not None:
-        with _status(f"exporting {args.onnx}"), _user_model_errors(args.factory, "export"):
-            onnx_program = modelprov.export(
-                model,
-                example,
-                args.onnx,
-                kwargs=kwargs or None,
-                annotations=annotations or None,
-                policies=args.policies,
-                optimize=not args.no_optimize,
-                verbose=args.verbose,
-            )
-        ranges = f", ranges of {len(annotations)} modules" if annotations else ""
-        _progress.summary(f"wrote {args.onnx}: {_model_summary(onnx_program.model)}{ranges}")
-    if args.quantize is not None:
-        _export_quantized(args, batches or None)
-    if args.stablehlo is not None:
-        with _status(f"lowering to StableHLO {args.stablehlo}"):
-            program = modelprov.export_stablehlo(
-                model,
-                example,
-                kwargs or None,
-                annotations=annotations or None,
-                policies=args.policies,
-            )
-            program.save(args.stablehlo)
-        _progress.summary(
-            f"wrote {args.stablehlo}: {len(program.ops)} ops, "
-            f"{program.coverage:.0%} name their FX node"
-        )
-    if args.compare:
-        return _export_compare(args, model, example, kwargs)
+    if args.dynamic_batch:
+        dynamic_shapes = batch_dynamic_shapes(model, example, kwargs)
+    elif shapes_factory:
+        dynamic_shapes = _call_factory(args.dynamic_shapes)
+    # torch set its loggers' levels when the factory imported it: quiet them again.
+    with libraries_quieted(enabled=not args.verbose):
+        if args.calibrate or args.batches:
+            batches = _calibration_batches(args, example, kwargs)
+            with _status(f"calibrating on {len(batches)} batches"):
+                annotations = modelprov.calibrate(model, batches)
+        if args.annotations:
+            for path, keys in _read_annotations(args.annotations).items():
+                annotations.setdefault(path, {}).update(keys)
+        if args.onnx is not None:
+            _export_onnx(args, model, example, kwargs, annotations, dynamic_shapes)
+        if args.quantize is not None:
+            _export_quantized(args, batches or None)
+        if args.stablehlo is not None:
+            _export_stablehlo(args, model, example, kwargs, annotations)
+        if args.compare:
+            return _export_compare(args, model, example, kwargs)
     return EXIT_OK
+
+
+def _export_onnx(
+    args: argparse.Namespace,
+    model: Any,
+    example: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    annotations: dict[str, dict[str, Any]],
+    dynamic_shapes: Any,
+) -> None:
+    """modelprov.export into --onnx, torch.onnx.export's keywords from the flags."""
+    import modelprov
+
+    reports_before = export_reports(args.artifacts_dir) if args.report else set()
+    with (
+        _status(f"exporting {args.onnx}"),
+        _user_model_errors(args.factory, "export"),
+        contextlib.redirect_stdout(sys.stderr),  # torch.onnx prints its steps (-v)
+    ):
+        program = modelprov.export(
+            model,
+            example,
+            args.onnx,
+            kwargs=kwargs or None,
+            annotations=annotations or None,
+            policies=args.policies,
+            optimize=not args.no_optimize,
+            verbose=args.verbose,
+            verify=args.verify,
+            report=args.report,
+            external_data=args.external_data,
+            **torch_onnx_keywords(args, dynamic_shapes),
+        )
+    ranges = f", ranges of {len(annotations)} modules" if annotations else ""
+    verified = ", verified against torch" if args.verify else ""
+    _wrote_model(_model_files(args.onnx), f"{_model_summary(program.model)}{ranges}{verified}")
+    for path in sorted(export_reports(args.artifacts_dir) - reports_before):
+        _wrote(path, "the export report (markdown)")
+
+
+def _model_files(path: str) -> list[str]:
+    """A written model and the external data files it names."""
+    from modelprov._io import external_data_of, load_model_proto
+
+    proto = load_model_proto(path, load_weights=False)
+    locations = sorted({entry.location for entry in external_data_of(proto, path)})
+    return [path, *(os.path.join(os.path.dirname(path), location) for location in locations)]
+
+
+def _export_stablehlo(
+    args: argparse.Namespace,
+    model: Any,
+    example: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    annotations: dict[str, dict[str, Any]],
+) -> None:
+    import modelprov
+
+    with _status(f"lowering to StableHLO {args.stablehlo}"):
+        program = modelprov.export_stablehlo(
+            model,
+            example,
+            kwargs or None,
+            annotations=annotations or None,
+            policies=args.policies,
+        )
+        text_path, export_path, weights_path = program.save(args.stablehlo)
+    _wrote(text_path, f"{len(program.ops)} ops, {program.coverage:.0%} name their FX node")
+    _wrote(export_path, "the serialized jax.export artifact")
+    _wrote(weights_path, f"{len(program.weights)} weights, {_size(weights_path)}")
 
 
 def _export_compare(
@@ -396,6 +479,7 @@ def _export_compare(
 ) -> int:
     """``export --compare``: torch against the ONNX model written (and the quantized one,
     each layer's own error shown); exit 1 when the float model diverges."""
+    from modelprov._io import load_model
     from modelprov.numerics import compare
 
     with _status(f"comparing {args.onnx} with torch"):
@@ -436,6 +520,7 @@ def _quantized_name(path: str) -> str:
 
 def _export_quantized(args: argparse.Namespace, batches: list[Any] | None) -> None:
     """Quantizes the exported --onnx model into --quantize (ranges from --calibrate)."""
+    from modelprov._io import load_model, save_model
     from modelprov.onnx._quantize import quantize
 
     with _status(f"quantizing {args.onnx} into {args.quantize}"):
@@ -446,13 +531,14 @@ def _export_quantized(args: argparse.Namespace, batches: list[Any] | None) -> No
             policies=args.policies,
             **_quantize_options(args),
         )
-        save_model(result, args.quantize)
+        written = save_model(result, args.quantize)
+    _wrote_model(written, f"quantized from {args.onnx}: {_quantized_summary(result)}")
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
     from modelprov._demo import run_demo
 
-    folder = run_demo(sys.stdout, folder=args.output_dir)
+    folder = run_demo(sys.stdout, folder=args.output_dir, wrote=_wrote)
     print(f"demo models written to {folder}")
     return EXIT_OK
 
@@ -505,6 +591,13 @@ def _quantize_options(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def _quantized_summary(model: ir.Model) -> str:
+    """``N nodes, P% with sources, K quantized tensors`` for a summary line."""
+    from modelprov.onnx._quant_params import quantized_tensors
+
+    return f"{_model_summary(model)}, {len(quantized_tensors(model))} quantized tensors"
+
+
 def _report_quantized(model: ir.Model, as_json: bool) -> None:
     from modelprov.onnx._quant_params import quantized_tensors, table_json, table_text
 
@@ -513,6 +606,7 @@ def _report_quantized(model: ir.Model, as_json: bool) -> None:
 
 
 def _cmd_quantize(args: argparse.Namespace) -> int:
+    from modelprov._io import load_model_proto, model_from_proto, save_model
     from modelprov.onnx._quantize import quantize
 
     output = _check_output(args, args.output, [args.model])
@@ -529,8 +623,9 @@ def _cmd_quantize(args: argparse.Namespace) -> int:
             **_quantize_options(args),
         )
     with _status(f"writing {output}"):
-        save_model(result, output)
+        written = save_model(result, output)
     _report_quantized(result, args.json)
+    _wrote_model(written, _quantized_summary(result))
     return EXIT_OK
 
 
@@ -616,6 +711,7 @@ def _compare_inputs(args: argparse.Namespace, names: Sequence[str]) -> list[tupl
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
+    from modelprov._io import check_output, load_model_proto, model_from_proto
     from modelprov.numerics import compare
     from modelprov.numerics._report import worst_of
     from modelprov.report import numerics_overlay
@@ -704,8 +800,11 @@ def _recall(text: str) -> float:
     return value
 
 
-def one_line(error: BaseException) -> str:
-    text = " ".join(str(error).split()) or type(error).__name__
+def one_line(error: BaseException, flags: Mapping[str, str] | None = None) -> str:
+    """The error as one line; with ``flags`` (keyword -> flag, ``command_line_keywords``)
+    the API keywords it names are spelled as the command line's flags."""
+    said = error.said_with(flags) if flags and isinstance(error, ModelprovError) else str(error)
+    text = " ".join(said.split()) or type(error).__name__
     if not isinstance(error, ModelprovError):
         text = f"{type(error).__name__}: {text}"
     return text if len(text) <= 2000 else text[:1997] + "..."
@@ -714,28 +813,31 @@ def one_line(error: BaseException) -> str:
 # --- the options the pass-backed commands derive their flags from ----------------------------
 
 
-def _optimize_pass() -> type:
-    from modelprov.onnx._optimize import OptimizeProvenancePass
+# Light classes (no onnx): `modelprov optimize --help` loads none of the passes.
 
-    return OptimizeProvenancePass
+
+def _optimize_pass() -> type:
+    from modelprov.onnx._pass_options import OptimizeOptions
+
+    return OptimizeOptions
 
 
 def _recover_options() -> type:
-    from modelprov.onnx._recover import RecoverOptions
+    from modelprov.onnx._pass_options import RecoverOptions
 
     return RecoverOptions
 
 
 def _functionize_pass() -> type:
-    from modelprov.onnx._functionize import FunctionizePass
+    from modelprov.onnx._pass_options import FunctionizeOptions
 
-    return FunctionizePass
+    return FunctionizeOptions
 
 
 def _inline_pass() -> type:
-    from modelprov.onnx._inline import InlinePass
+    from modelprov.onnx._pass_options import InlineOptions
 
-    return InlinePass
+    return InlineOptions
 
 
 # per_pass is what --report and --json choose: the per-step report needs it.
@@ -819,6 +921,7 @@ COMMANDS: tuple[Command, ...] = (
             argument(
                 "--batches",
                 metavar="MODULE:FACTORY",
+                keywords=("calibration_batches", "batches"),
                 help="calibrate on the batches this callable returns (an iterable of tensors, "
                 "tuples or dicts) instead of random ones; --calibrate N then caps their number",
             ),
@@ -832,6 +935,7 @@ COMMANDS: tuple[Command, ...] = (
             argument(
                 "--no-optimize",
                 action="store_true",
+                keywords=("optimize",),
                 help="skip optimization (torch.onnx.export(optimize=False) plus annotations)",
             ),
             argument(
@@ -844,6 +948,7 @@ COMMANDS: tuple[Command, ...] = (
                 "(default OUT.quant.onnx)",
             ),
             *_QUANTIZE_OPTIONS,
+            *TORCH_ONNX_OPTIONS,
             argument(
                 "--compare",
                 action="store_true",
@@ -852,8 +957,11 @@ COMMANDS: tuple[Command, ...] = (
                 "too, each layer's own error shown); exit 1 when the ONNX model diverges",
             ),
         ),
+        keywords={"ranges": "--annotations FILE.json"},
         description="Export MODULE:FACTORY, a callable returning (model, args) or "
-        "(model, args, kwargs), with modelprov.export / modelprov.export_stablehlo.",
+        "(model, args, kwargs), with modelprov.export / modelprov.export_stablehlo. The "
+        "torch.onnx flags (--opset ... --report) are torch.onnx.export's keywords and apply "
+        "to the ONNX model.",
     ),
     Command(
         "optimize",
@@ -1105,6 +1213,7 @@ COMMANDS: tuple[Command, ...] = (
                 "--calibrate-from",
                 nargs="+",
                 metavar="BATCH.npz",
+                keywords=("calibration_batches",),
                 help="calibration batches for tensors without a range: one .npz per batch, "
                 "one array per graph input, named like the input",
             ),
@@ -1118,6 +1227,7 @@ COMMANDS: tuple[Command, ...] = (
             *_QUANTIZE_OPTIONS,
             argument("--json", action="store_true", help="print the table as JSON"),
         ),
+        keywords={"calibrate": "modelprov export --calibrate N"},
         description="modelprov.quantize on a file: onnxruntime.quantization.quantize_static "
         "with each activation's range from its custom.min/custom.max (modelprov export "
         "--calibrate) or --ranges; tensors without a range are calibrated by onnxruntime "

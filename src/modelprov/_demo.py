@@ -6,6 +6,7 @@ import logging
 import os
 import tempfile
 import warnings
+from collections.abc import Callable
 from typing import TextIO
 
 import onnx_ir as ir
@@ -33,8 +34,12 @@ def _quiet_export(model: torch.nn.Module, args: tuple[object, ...], optimize: bo
     return model_ir
 
 
-def run_demo(out: TextIO, *, folder: str | None = None) -> str:
-    """Runs the demo, writes what it finds to ``out``, returns the folder with the models."""
+def run_demo(
+    out: TextIO, *, folder: str | None = None, wrote: Callable[[str, str], None] | None = None
+) -> str:
+    """Runs the demo, writes what it finds to ``out``, returns the folder with the models;
+    ``wrote(path, what)`` is told of each file written."""
+    told = wrote or (lambda path, what: None)
     logging.getLogger("torch").setLevel(logging.ERROR)
     folder = folder or tempfile.mkdtemp(prefix="modelprov-demo-")
     os.makedirs(folder, exist_ok=True)
@@ -72,11 +77,14 @@ def run_demo(out: TextIO, *, folder: str | None = None) -> str:
             out.write("    its stack_trace metadata:\n")
             out.write("".join(f"      | {line}\n" for line in trace.split("\n")[:12]))
         out.write(f"  saved: {path}\n")
+        told(path, f"{name} exported with modelprov")
         plain_path = os.path.join(folder, f"{name}.plain.onnx")
         save_model(plain, plain_path)
+        told(plain_path, f"{name} exported with torch.onnx alone, unoptimized")
         report_path = write_report(
             path, os.path.join(folder, f"{name}.report.html"), before=plain_path
         )
+        told(report_path, f"{name}'s provenance report")
         out.write(f"  provenance report (open in a browser, works offline): {report_path}\n\n")
     _numerics_demo(out, folder, program, args)
     return folder

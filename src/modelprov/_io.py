@@ -352,8 +352,9 @@ def _remove_data_files(target: str, keep: str | None = None) -> None:
 
 def save_model(
     model: ir.Model, path: str | os.PathLike[str], *, external_data: bool | None = None
-) -> None:
+) -> list[str]:
     """Saves atomically; weights go to ``<name>.data`` when asked or when over 2 GB.
+    Returns the files written: the model, then its data file when there is one.
 
     Weights still on disk (``ir.ExternalTensor``, e.g. from :func:`load_model`) are always
     copied into ``<name>.data`` (attribute tensors, a Constant's value, are embedded): a
@@ -375,11 +376,12 @@ def save_model(
             _atomic_write(
                 name, lambda stream: write_message(proto, stream), after_commit=_remove_data_files
             )
-            return
-        _save_with_data_file(model, name)
+            return [name]
+        return _save_with_data_file(model, name)
 
 
-def _save_with_data_file(model: ir.Model, name: str) -> None:
+def _save_with_data_file(model: ir.Model, name: str) -> list[str]:
+    """The model and its new data file, written and then committed as a pair."""
     target = output_target(name)
     folder = os.path.dirname(os.path.abspath(target))
     old_data = data_files_of(target)
@@ -404,12 +406,16 @@ def _save_with_data_file(model: ir.Model, name: str) -> None:
             with folder_lock(folder):
                 _commit(staged, target, staged_data if has_data else None, data_path)
                 _remove_data_files(target, keep=data_name if has_data else None)
+            written = [name]
+            if has_data:
+                written.append(os.path.join(os.path.dirname(name), data_name))
         finally:
             shutil.rmtree(staging, ignore_errors=True)
     except OSError as error:
         if isinstance(error, OutputError):
             raise
         raise OutputError(f"{name}: cannot write in {folder}: {error.strerror or error}") from None
+    return written
 
 
 def _commit(staged: str, target: str, staged_data: str | None, data_path: str) -> None:

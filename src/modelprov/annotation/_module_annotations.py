@@ -12,7 +12,7 @@ import torch
 
 from modelprov.annotation._values import check_key, format_value
 from modelprov.core._scoping import ancestors_outer_first
-from modelprov.errors import AnnotationError
+from modelprov.errors import AnnotationError, keyword
 
 __all__ = [
     "annotate",
@@ -81,22 +81,23 @@ def normalize_annotations(
     Raises AnnotationError for a path not in ``known_paths`` (naming close matches), a bad key or
     an unsupported value. Paths with an empty mapping are dropped.
     """
+    given = keyword("annotations", "annotations")
     if not isinstance(mapping, Mapping):
         raise AnnotationError(
-            f"annotations must be a mapping {{module_path: {{key: value}}}}, "
+            f"{given} must be a mapping {{module_path: {{key: value}}}}, "
             f"got {type(mapping).__name__}"
         )
     known = known_paths if isinstance(known_paths, set | frozenset) else set(known_paths)
     normalized: dict[str, dict[str, str]] = {}
     for path, metadata in mapping.items():
         if not isinstance(path, str) or path not in known:
-            raise AnnotationError(_unknown_path_message(path, known))
+            raise AnnotationError(f"{given}: {_unknown_path_message(path, known)}")
         if not isinstance(metadata, Mapping):
             raise AnnotationError(
-                f"annotations for module {path!r} must be a mapping {{key: value}}, "
+                f"{given}, module {path!r}: must be a mapping {{key: value}}, "
                 f"got {type(metadata).__name__}"
             )
-        formatted = _format_mapping(metadata, where=f"module {path!r}")
+        formatted = _format_mapping(metadata, where=f"{given}, module {path!r}")
         if formatted:
             normalized[path] = formatted
     return normalized

@@ -18,7 +18,7 @@ from modelprov.annotation._module_outputs import module_output_nodes, per_output
 from modelprov.core._provenance import Provenance
 from modelprov.core._stack_trace import TraceOptions
 from modelprov.core.policy import DEFAULT_POLICIES, Policies
-from modelprov.errors import AnnotationError, ExportError, VerificationError
+from modelprov.errors import AnnotationError, ExportError, VerificationError, keyword
 from modelprov.onnx._annotations import apply_annotations
 from modelprov.onnx._aten_record import record_aten_calls
 from modelprov.onnx._capture import capture_program
@@ -172,9 +172,10 @@ def export(
             for c in failed
         )
         raise VerificationError(
-            f"verify=True: the optimized model's outputs differ from torch's: {bad}; "
-            "nothing was saved. A rewrite rule or optimization changed the numerics: "
-            "export with optimize=False or without your rules to find which"
+            f"{keyword('verify', 'verify=True')}: the optimized model's outputs differ from "
+            f"torch's: {bad}; nothing was saved. A rewrite rule or optimization changed the "
+            f"numerics: export with {keyword('optimize', 'optimize=False')} or without your "
+            "rules to find which"
         )
     return program
 

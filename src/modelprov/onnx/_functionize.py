@@ -24,7 +24,7 @@ import logging
 import os
 import re
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Literal, overload
+from typing import TYPE_CHECKING, overload
 
 import onnx
 import onnx_ir as ir
@@ -53,6 +53,7 @@ from modelprov.onnx._aten_call import (
 )
 from modelprov.onnx._call_provenance import call_metadata, rewrite_table
 from modelprov.onnx._convert import ModelInput, run_on_copy
+from modelprov.onnx._pass_options import FunctionizeOptions, Level
 from modelprov.onnx._wrap import (
     Region,
     Wrapper,
@@ -77,8 +78,6 @@ logger = logging.getLogger(__name__)
 
 MAX_COPIED_CONSTANT_BYTES = 1 << 16
 _IDENTIFIER = re.compile(r"\W")
-
-Level = Literal["aten", "module"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,7 +109,7 @@ class _Run:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class FunctionizePass(ir.passes.InPlacePass):
+class FunctionizePass(FunctionizeOptions, ir.passes.InPlacePass):
     """Wraps ATen ops (``level="aten"``) or nn.Module calls (``"module"``) into functions.
 
     The fields are the options. The result (:class:`FunctionizeResult`) counts the call
@@ -118,12 +117,6 @@ class FunctionizePass(ir.passes.InPlacePass):
     true when a call was made.
     """
 
-    level: Level = dataclasses.field(
-        default="aten",
-        metadata={
-            "help": "one function per ATen op (aten, the default) or per nn.Module call (module)"
-        },
-    )
     policies: Policies | None = None
 
     def __post_init__(self) -> None:

@@ -30,6 +30,7 @@ from modelprov.core.keys import (
 from modelprov.errors import MetadataError
 from modelprov.onnx._call_provenance import read_table, rewrite_table
 from modelprov.onnx._convert import ModelInput, run_on_copy
+from modelprov.onnx._pass_options import InlineOptions
 from modelprov.onnx._wrap import INLINE_VERSION, type_from_json
 
 if TYPE_CHECKING:
@@ -146,7 +147,7 @@ def _is_type(entry: object) -> bool:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class InlinePass(ir.passes.InPlacePass):
+class InlinePass(InlineOptions, ir.passes.InPlacePass):
     """Replaces calls of functionize's functions (``pkg.torch.aten``, ``pkg.torch.module``)
     by their bodies, restoring each call's own names and metadata. A frozen dataclass like
     the other passes; it has no options (fields) yet."""

@@ -33,6 +33,7 @@ from modelprov.onnx._function_bodies import (
 )
 from modelprov.onnx._ir_check import check_functions
 from modelprov.onnx._model_state import model_state
+from modelprov.onnx._pass_options import OptimizeOptions
 
 if TYPE_CHECKING:
     from torch.onnx import ONNXProgram
@@ -107,7 +108,7 @@ class OptimizeResult(ir.passes.PassResult):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class OptimizeProvenancePass(ir.passes.InPlacePass):
+class OptimizeProvenancePass(OptimizeOptions, ir.passes.InPlacePass):
     """onnxscript's optimizer plus user rewrite rules, with provenance kept by the policies.
 
     Steps: ``onnxscript.optimizer.optimize_ir`` (constant folding, default rewrite rules,
@@ -130,7 +131,6 @@ class OptimizeProvenancePass(ir.passes.InPlacePass):
     policies: Policies | None = None
     rules: Sequence[Any] | None = None
     trace_options: TraceOptions | None = None
-    per_pass: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "rules", tuple(self.rules or ()))

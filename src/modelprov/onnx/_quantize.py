@@ -38,7 +38,7 @@ import onnx_ir as ir
 from modelprov._io import load_model_proto, save_model
 from modelprov._proto_check import read_proto
 from modelprov.core.policy import Policies
-from modelprov.errors import MissingDependencyError, QuantizationError
+from modelprov.errors import MissingDependencyError, QuantizationError, keyword
 from modelprov.onnx._convert import ModelInput, model_input
 from modelprov.onnx._ir_check import checked_clone
 from modelprov.onnx._qdq_provenance import attribute_quantized
@@ -272,7 +272,10 @@ def quantize(
             raise QuantizationError(f"{reserved} is set by modelprov.quantize; do not pass it")
     batches = None if calibration_batches is None else list(calibration_batches)
     if batches is not None and not batches:
-        raise QuantizationError("calibration_batches is empty; give at least one batch")
+        raise QuantizationError(
+            f"{keyword('calibration_batches', 'calibration_batches')} is empty; give at least "
+            "one batch"
+        )
     proto, float_model = _load(model)
     known = model_ranges(float_model, ranges)
     extra_options = dict(ort_options.pop("extra_options", None) or {})
@@ -289,9 +292,11 @@ def quantize(
         if missing and batches is None:
             raise QuantizationError(
                 f"no range for {len(missing)} tensor(s) onnxruntime quantizes: "
-                f"{', '.join(missing)}; give them with ranges={{name: (min, max)}} (module "
-                "paths work too), export with annotations=modelprov.calibrate(...), or pass "
-                "calibration_batches= so onnxruntime calibrates them"
+                f"{', '.join(missing)}; give them with "
+                f"{keyword('ranges', 'ranges={name: (min, max)}')} (tensor names or module "
+                "paths), calibrate the export "
+                f"({keyword('calibrate', 'annotations=modelprov.calibrate(...)')}), or pass "
+                f"{keyword('calibration_batches')} so onnxruntime calibrates them"
             )
         method = ort_options.pop("calibrate_method", quant.CalibrationMethod.MinMax)
         measured: dict[str, Any] = {}

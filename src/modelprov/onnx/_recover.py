@@ -38,13 +38,14 @@ from modelprov.core._correspond import Change, Snapshot, all_nodes, correspond
 from modelprov.core._provenance import Provenance
 from modelprov.core.keys import CONFIDENCE_KEY, RECOVER_REPORT_FORMAT
 from modelprov.core.policy import Policies
-from modelprov.errors import CorrespondenceError
+from modelprov.errors import CorrespondenceError, keyword
 from modelprov.onnx._convert import ModelInput, model_input
 from modelprov.onnx._correspondence_check import correspondence_problems
 from modelprov.onnx._correspondence_run import RunComparison, compare_by_running, runnable
 from modelprov.onnx._duplicates import merged_entries
 from modelprov.onnx._ir_check import checked_clone
 from modelprov.onnx._lookup import proto_nodes
+from modelprov.onnx._pass_options import RecoverOptions
 
 if TYPE_CHECKING:
     from torch.onnx import ONNXProgram
@@ -372,7 +373,9 @@ def _judge_correspondence(
         raise CorrespondenceError(
             "the optimized model does not correspond to the original: "
             + "; ".join(problems)
-            + "; pass the model the tool was given, or force=True (--force) to recover anyway"
+            + "; pass the model the tool was given, or "
+            + keyword("force", "force=True")
+            + " to recover anyway"
         )
     logger.warning(
         "modelprov: warning: recover forced (force=True / --force) past the %s check: %s",
@@ -469,22 +472,6 @@ def _copy_metadata(source: ir.Model, target: onnx.ModelProto) -> None:
         for key, value in props.items():
             entry = info.metadata_props.add()
             entry.key, entry.value = key, value
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class RecoverOptions:
-    """The options of :func:`recover` as frozen fields, the way the passes declare theirs;
-    the command line derives ``modelprov recover``'s flags from them."""
-
-    policies: Policies | None = None
-    force: bool = dataclasses.field(
-        default=False,
-        metadata={
-            "help": "recover even when OPTIMIZED does not correspond to ORIGINAL (outputs "
-            "differ on random inputs, or, when they cannot run, interface, op kinds or size "
-            "differ); a warning says what was overridden"
-        },
-    )
 
 
 @overload
