@@ -380,6 +380,7 @@ def _export_quantized(args: argparse.Namespace, batches: list[Any] | None) -> No
             **_quantize_options(args),
         )
         save_model(result, args.quantize)
+    _quantized_summary(args.quantize, args)
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -429,7 +430,18 @@ def _quantize_options(args: argparse.Namespace) -> dict[str, Any]:
         "activation_type": args.activation_type,
         "weight_type": args.weight_type,
         "per_channel": args.per_channel,
+        "reduce_range": args.reduce_range,
     }
+
+
+def _quantized_summary(output: str, args: argparse.Namespace) -> None:
+    from modelprov.onnx._quantize import choose_reduce_range
+
+    reduced = choose_reduce_range(args.activation_type, args.weight_type, args.reduce_range)
+    _progress.summary(
+        f"wrote {output}: {args.format}, {args.activation_type} activations, "
+        f"{args.weight_type} weights, {reduced.text(cli=True)}"
+    )
 
 
 def _report_quantized(model: ir.Model, as_json: bool) -> None:
@@ -458,6 +470,7 @@ def _cmd_quantize(args: argparse.Namespace) -> int:
     with _status(f"writing {output}"):
         save_model(result, output)
     _report_quantized(result, args.json)
+    _quantized_summary(output, args)
     return EXIT_OK
 
 
@@ -621,6 +634,14 @@ _QUANTIZE_OPTIONS = (
         for role in ("activation", "weight")
     ),
     argument("--per-channel", action="store_true", help="one weight scale per output channel"),
+    argument(
+        "--reduce-range",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="7-bit weights (default: chosen for this CPU, on for int8 weights on x86 "
+        "without VNNI, where onnxruntime's 8-bit kernels saturate full 8-bit weights); the "
+        "choice is printed",
+    ),
 )
 
 COMMANDS: tuple[Command, ...] = (
