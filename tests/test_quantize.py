@@ -487,7 +487,7 @@ def test_default_reduce_range_is_this_cpus(caplog: pytest.LogCaptureFixture) -> 
     needed = this_cpu().reduce_range
     with caplog.at_level(logging.INFO, logger="modelprov.onnx._quantize"):
         default = modelprov.quantize(float_model, ranges=ranges)
-    assert f"quantize: reduce_range={needed} ({this_cpu().describe()}" in caplog.text
+    assert f"quantize: reduce_range={needed} ({this_cpu().describe()}: " in caplog.text
     assert f"reduce_range={not needed} overrides" in caplog.text
     explicit = modelprov.quantize(float_model, ranges=ranges, reduce_range=needed)
     assert np.array_equal(weight_codes(default), weight_codes(explicit))

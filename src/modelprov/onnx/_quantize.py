@@ -399,8 +399,8 @@ def choose_reduce_range(
     if cpu.reduce_range:
         return ReduceRange(
             True,
-            f"7-bit weights: on this {cpu.describe()} onnxruntime's 8-bit kernels saturate "
-            "full 8-bit weights",
+            f"{cpu.describe()}: onnxruntime's 8-bit kernels saturate full 8-bit weights, "
+            "7-bit ones do not",
             chosen=True,
         )
     return ReduceRange(False, f"{cpu.describe()}: 8-bit weights do not saturate", chosen=True)
