@@ -662,6 +662,25 @@ def _without_metadata(model: onnx.ModelProto) -> onnx.ModelProto:
     return copy
 
 
+def test_a_calibrate_result_gives_the_ranges_as_numbers() -> None:
+    """calibrate returns floats; as ranges= by module path they give the exported ranges."""
+    model, _ = _examples.EXAMPLES["mlp"]()
+    float_model, batches = calibrated_export("mlp")
+    stats = modelprov.calibrate(model, batches)
+    assert all(type(v) is float for keys in stats.values() for v in keys.values())
+    bare = onnx.ModelProto()
+    bare.CopyFrom(float_model)
+    for item in [*bare.graph.node, *bare.graph.value_info, *bare.graph.output]:
+        kept = [e for e in item.metadata_props if not e.key.startswith("custom.")]
+        del item.metadata_props[:]
+        item.metadata_props.extend(kept)
+    assert not float_ranges(bare)  # no custom.min/max left: only ranges= decides
+    with pytest.raises(QuantizationError, match="no range for"):
+        modelprov.quantize(bare, ranges={"input": input_range(batches)})
+    quantized = modelprov.quantize(bare, ranges={**stats, "input": input_range(batches)})
+    assert {"relu", "linear_1"} <= check_params(quantized, float_ranges(float_model), "int8")
+
+
 @pytest.mark.parametrize("reduce_range", [False, True])
 def test_only_metadata_differs_from_onnxruntime_alone(tmp_path: Path, reduce_range: bool) -> None:
     """Without PyTorch ranges, the graph is exactly what quantize_static writes by itself."""
