@@ -152,3 +152,33 @@ def test_trace_options_rewrite_stack_paths(tmp_path: Path) -> None:
     stacks = [line for line in program.text.splitlines() if "modelprov.stack" in line]
     assert stacks and all(root not in line for line in stacks)
     assert any('modelprov.stack = "torch/nn/modules/' in line for line in stacks)
+
+
+def test_read_mlir_sources_reads_numbers_strings_and_bools_of_any_width() -> None:
+    """What a compiler or a user may write: every numeric kind reads back as a Python number."""
+    text = """func.func @f(%a: tensor<2xf32>) -> tensor<2xf32> {
+      %0 = stablehlo.add %a, %a {custom.max = 2.5 : f64, custom.h = 1.5 : f32,
+        custom.bits = 4 : i64, custom.neg = -3 : i8, custom.idx = 3 : index, custom.on = true,
+        custom.s = "0.0", modelprov.node = "add", plain = 1 : i64} : tensor<2xf32>
+      return %0 : tensor<2xf32>
+    }"""
+    (op,) = read_mlir_sources(text)
+    assert dict(op.attributes) == {
+        "custom.max": 2.5,
+        "custom.h": 1.5,
+        "custom.bits": 4,
+        "custom.neg": -3,
+        "custom.idx": 3,
+        "custom.on": True,
+        "custom.s": "0.0",
+        "modelprov.node": "add",
+    }
+    assert [type(op.attributes[k]) for k in ("custom.max", "custom.bits", "custom.on")] == [
+        float,
+        int,
+        bool,
+    ]
+    (source,) = op.sources
+    assert source.id == "add"
+    assert source.metadata["custom.max"] == "2.5" and source.metadata["custom.on"] == "true"
+    assert source.metadata["custom.bits"] == "4" and source.metadata["custom.s"] == "0.0"
