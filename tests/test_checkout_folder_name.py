@@ -24,7 +24,7 @@ PATH_SENSITIVE = (
     "tests/stablehlo/test_stablehlo_downstream.py"
     "::test_locations_name_module_path_source_node_and_the_users_line",
     "tests/stablehlo/test_stablehlo_downstream.py"
-    "::test_xla_hlo_metadata_names_module_paths_and_user_lines[mlp]",
+    "::test_xla_hlo_metadata_names_module_paths_and_user_lines",
     "tests/stablehlo/test_stablehlo_user_frames.py",
     "tests/test_user_frames.py",
     "tests/test_trace_hygiene.py::test_paths_relative_to_root_in_nodes_and_table",
