@@ -74,6 +74,8 @@ _OTHER_FLAGS = st.sampled_from(
 )
 
 
+# No timing checks: the suite also runs under CPU emulation (qemu) and on a busy machine.
+@hypothesis.settings(deadline=None, suppress_health_check=[hypothesis.HealthCheck.too_slow])
 @hypothesis.given(
     flags=st.lists(st.one_of(_OTHER_FLAGS, st.sampled_from(sorted(VNNI_FLAGS))), max_size=12),
     spacing=st.sampled_from(["\t\t: ", ": ", " :  "]),

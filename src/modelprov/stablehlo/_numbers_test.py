@@ -33,11 +33,15 @@ def test_merged_values_become_numbers_when_they_still_are_one() -> None:
     assert attribute_value("name", "7", kinds) == "7"
 
 
+# No timing checks: the suite also runs under CPU emulation (qemu) and on a busy machine.
+@hypothesis.settings(deadline=None, suppress_health_check=[hypothesis.HealthCheck.too_slow])
 @hypothesis.given(st.floats(allow_nan=False, allow_infinity=False))
 def test_every_float_reads_back_exactly(number: float) -> None:
     assert attribute_value("k", repr(number), {"k": float}) == number
 
 
+# No timing checks: the suite also runs under CPU emulation (qemu) and on a busy machine.
+@hypothesis.settings(deadline=None, suppress_health_check=[hypothesis.HealthCheck.too_slow])
 @hypothesis.given(st.integers(min_value=-(2**63), max_value=2**63 - 1))
 def test_every_i64_reads_back_exactly(number: int) -> None:
     assert attribute_value("k", str(number), {"k": int}) == number
