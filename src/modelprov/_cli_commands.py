@@ -342,6 +342,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
                 kwargs or None,
                 annotations=annotations or None,
                 policies=args.policies,
+                number_attributes=args.stablehlo_numbers,
             )
             program.save(args.stablehlo)
         _progress.summary(
@@ -657,6 +658,13 @@ COMMANDS: tuple[Command, ...] = (
                 metavar="OUT.mlir",
                 help="write StableHLO text here (plus OUT.mlir.jaxexport and "
                 "OUT.mlir.weights.npz); needs the stablehlo extra",
+            ),
+            argument(
+                "--stablehlo-numbers",
+                choices=("typed", "string"),
+                default="typed",
+                help="numeric user keys (custom.min...) as f64/i64 attributes (typed, the "
+                'default) or as strings (custom.min = "0.0")',
             ),
             argument(
                 "--calibrate",
