@@ -255,12 +255,18 @@ def test_export_stablehlo_with_calibration(tmp_path):
     ranged = [line for line in text.splitlines() if "custom.max" in line]
     assert len(ranged) == 3
     relu = next(line for line in ranged if "stablehlo.maximum" in line)
-    assert 'custom.min = "0.0"' in relu and 'modelprov.module = "1"' in relu
+    assert "custom.min = 0.000000e+00 : f64" in relu and 'modelprov.module = "1"' in relu
     assert (tmp_path / "mlp.mlir.jaxexport").exists()
     # every file written is named on stderr, one line each
     reported = re.findall(r"^modelprov: wrote (.+?): ", result.stderr, re.M)
     assert sorted(reported) == sorted(str(path) for path in tmp_path.iterdir()), result.stderr
     assert len(reported) == 3
+    strings = tmp_path / "strings.mlir"
+    args = ("export", "tests._factories:mlp", "--stablehlo", str(strings), "--calibrate", "2")
+    result = cli(*args, "--stablehlo-numbers", "string")
+    assert result.returncode == 0, result.stderr
+    relu = next(line for line in strings.read_text().splitlines() if "stablehlo.maximum" in line)
+    assert 'custom.min = "0.0"' in relu  # seed 003's form
 
 
 @pytest.mark.parametrize(

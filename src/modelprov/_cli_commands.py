@@ -467,6 +467,7 @@ def _export_stablehlo(
             kwargs or None,
             annotations=annotations or None,
             policies=args.policies,
+            number_attributes=args.stablehlo_numbers,
         )
         text_path, export_path, weights_path = program.save(args.stablehlo)
     _wrote(text_path, f"{len(program.ops)} ops, {program.coverage:.0%} name their FX node")
@@ -532,7 +533,7 @@ def _export_quantized(args: argparse.Namespace, batches: list[Any] | None) -> No
             **_quantize_options(args),
         )
         written = save_model(result, args.quantize)
-    _wrote_model(written, f"quantized from {args.onnx}: {_quantized_summary(result)}")
+    _wrote_model(written, f"quantized from {args.onnx}: {_quantized_summary(result, args)}")
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -588,14 +589,22 @@ def _quantize_options(args: argparse.Namespace) -> dict[str, Any]:
         "activation_type": args.activation_type,
         "weight_type": args.weight_type,
         "per_channel": args.per_channel,
+        "reduce_range": args.reduce_range,
     }
 
 
-def _quantized_summary(model: ir.Model) -> str:
-    """``N nodes, P% with sources, K quantized tensors`` for a summary line."""
+def _quantized_summary(model: ir.Model, args: argparse.Namespace) -> str:
+    """``N nodes, P% with sources, K quantized tensors; qdq, int8 activations, ...`` and the
+    reduce-range choice, for a summary line."""
     from modelprov.onnx._quant_params import quantized_tensors
+    from modelprov.onnx._quantize import choose_reduce_range
 
-    return f"{_model_summary(model)}, {len(quantized_tensors(model))} quantized tensors"
+    reduced = choose_reduce_range(args.activation_type, args.weight_type, args.reduce_range)
+    return (
+        f"{_model_summary(model)}, {len(quantized_tensors(model))} quantized tensors; "
+        f"{args.format}, {args.activation_type} activations, {args.weight_type} weights, "
+        f"{reduced.text(cli=True)}"
+    )
 
 
 def _report_quantized(model: ir.Model, as_json: bool) -> None:
@@ -625,7 +634,7 @@ def _cmd_quantize(args: argparse.Namespace) -> int:
     with _status(f"writing {output}"):
         written = save_model(result, output)
     _report_quantized(result, args.json)
-    _wrote_model(written, _quantized_summary(result))
+    _wrote_model(written, _quantized_summary(result, args))
     return EXIT_OK
 
 
@@ -893,6 +902,14 @@ _QUANTIZE_OPTIONS = (
         for role in ("activation", "weight")
     ),
     argument("--per-channel", action="store_true", help="one weight scale per output channel"),
+    argument(
+        "--reduce-range",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="7-bit weights (default: chosen for this CPU, on for int8 weights on x86 "
+        "without VNNI, where onnxruntime's 8-bit kernels saturate full 8-bit weights); the "
+        "choice is printed",
+    ),
 )
 
 COMMANDS: tuple[Command, ...] = (
@@ -908,6 +925,13 @@ COMMANDS: tuple[Command, ...] = (
                 metavar="OUT.mlir",
                 help="write StableHLO text here (plus OUT.mlir.jaxexport and "
                 "OUT.mlir.weights.npz); needs the stablehlo extra",
+            ),
+            argument(
+                "--stablehlo-numbers",
+                choices=("typed", "string"),
+                default="typed",
+                help="numeric user keys (custom.min...) as f64/i64 attributes (typed, the "
+                'default) or as strings (custom.min = "0.0")',
             ),
             argument(
                 "--calibrate",

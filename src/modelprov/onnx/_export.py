@@ -264,7 +264,7 @@ def _collect_annotations(
             )
         return {}
     paths = module_paths(model)
-    merged: dict[str, dict[str, str]] = {k: dict(v) for k, v in stored_annotations(model).items()}
+    merged = normalize_annotations(stored_annotations(model), paths)
     for path, keys in normalize_annotations(annotations or {}, paths).items():
         merged.setdefault(path, {}).update(keys)
     return {path: keys for path, keys in merged.items() if keys}

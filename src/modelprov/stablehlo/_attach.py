@@ -10,9 +10,10 @@ checks of a dynamic-shape wrapper) are reported, never guessed. With symbolic sh
 wraps the lowered function in a ``main`` that checks the input shapes and calls it; its ops
 are marked ``in_wrapper``.
 
-Attributes (all discardable ``StringAttr``\\ s, formats in docs/metadata-format.md):
-``modelprov.node``, ``modelprov.source_node`` (only when it differs), ``modelprov.module``,
-``modelprov.module_type``, ``modelprov.target``, ``modelprov.stack``, and the user's keys.
+Attributes (discardable, formats in docs/metadata-format.md): ``modelprov.node``,
+``modelprov.source_node`` (only when it differs), ``modelprov.module``,
+``modelprov.module_type``, ``modelprov.target``, ``modelprov.stack`` (``StringAttr``\\ s),
+and the user's keys: strings, or ``f64`` / ``i64`` numbers for numeric keys (``_numbers``).
 
 Scoping is ``core._scoping.KeyScoping``'s, shared with the ONNX exporter: a module-scoped key
 (the default) goes on every op of its module and its submodules; a value-scoped key
@@ -41,6 +42,7 @@ from modelprov.core._scoping import KeyScoping, within
 from modelprov.core._sources import Source
 from modelprov.core.policy import MergeContext, Policies
 from modelprov.stablehlo._locations import location_name, relocate, with_aliases
+from modelprov.stablehlo._numbers import attribute_value
 from modelprov.stablehlo._records import OpRecord, provenance_attributes
 
 __all__ = ["AttachResult", "attach"]
@@ -256,6 +258,7 @@ def attach(
     relocate_ops: bool = True,
     aliases_for: Callable[[set[str]], Mapping[str, tuple[Source, ...]]] | None = None,
     output_nodes: Mapping[str, tuple[str, ...]] | None = None,
+    number_kinds: Mapping[str, type[int] | type[float]] | None = None,
 ) -> AttachResult:
     """Label every op of ``module`` (an ``ir.Module``, edited in place) and return its records.
 
@@ -267,6 +270,8 @@ def attach(
     such node, the nodes without ops whose output it produces (added to its locations).
     ``output_nodes`` (module path -> user-program nodes producing its outputs, in order) puts a
     per-output key (``custom.output1.max``) only on the ops producing that output.
+    ``number_kinds`` (user key -> int or float, ``_numbers.number_kinds``) writes those keys
+    as ``i64`` / ``f64`` attributes; the others, and every key without it, are strings.
     """
     from jaxlib.mlir import ir
 
@@ -274,21 +279,28 @@ def attach(
     flow = _Flow(ops, infos)
     scoping = KeyScoping(annotations, policies, output_nodes)
     node_exits: dict[str, set[str]] = {}
-    planned: list[tuple[_Op, dict[str, str]]] = []
+    kinds = number_kinds or {}
+    planned: list[tuple[_Op, dict[str, str | int | float]]] = []
     for op in ops:
         if op.operation.name in _STRUCTURAL:
             continue
-        attributes: dict[str, str] = {}
+        attributes: dict[str, str | int | float] = {}
         values = _op_values(op, flow, infos, scoping, node_exits)
         for key, candidates in values.items():
             merged = _merge(key, candidates, op, policies)
             if merged is not None:
-                attributes[key] = merged
+                attributes[key] = attribute_value(key, merged, kinds)
         planned.append((op, attributes))
 
+    i64 = ir.IntegerType.get_signless(64)
     for op, attributes in planned:
         for key, value in attributes.items():
-            op.operation.attributes[key] = ir.StringAttr.get(value)
+            if isinstance(value, str):
+                op.operation.attributes[key] = ir.StringAttr.get(value)
+            elif isinstance(value, int):
+                op.operation.attributes[key] = ir.IntegerAttr.get(i64, value)
+            else:
+                op.operation.attributes[key] = ir.FloatAttr.get_f64(value)
     with_ops = {name for op in ops for name in op.nodes}
     aliases = dict(aliases_for(with_ops)) if aliases_for is not None else {}
     if relocate_ops:
@@ -346,7 +358,7 @@ def _wrapper_functions(ops: Sequence[_Op]) -> set[int | None]:
 def _records(
     module: Any,
     ops: Sequence[_Op],
-    planned: Sequence[tuple[_Op, dict[str, str]]],
+    planned: Sequence[tuple[_Op, dict[str, str | int | float]]],
     wrappers: set[int | None],
 ) -> tuple[OpRecord, ...]:
     from jaxlib.mlir import ir

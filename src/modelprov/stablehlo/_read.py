@@ -29,8 +29,9 @@ from modelprov.errors import StableHLOError
 from modelprov.stablehlo._locations import decode, located_source
 from modelprov.stablehlo._mlir_input import MlirInput, load_mlir
 
-__all__ = ["MlirOp", "read_mlir_sources", "sources_from"]
+__all__ = ["AttributeValue", "MlirOp", "attribute_text", "read_mlir_sources", "sources_from"]
 
+AttributeValue = str | bool | int | float
 _CONTAINERS = frozenset({"builtin.module", "func.func", "func.return"})
 
 
@@ -41,8 +42,10 @@ class MlirOp:
     Attributes:
         index: position in a pre-order walk (modules, functions and returns not counted).
         op_name: the MLIR operation name (``stablehlo.add``, ``flow.dispatch``...).
-        attributes: the op's string attributes whose name has a dot (``modelprov.*``,
-            ``custom.*``), as found.
+        attributes: the op's attributes whose name has a dot (``modelprov.*``,
+            ``custom.*``) and whose value is a string, a float (``f64``/``f32``...), an integer
+            or a bool, as Python ``str`` / ``float`` / ``int`` / ``bool``; other kinds are left
+            out.
         sources: the sources its location and attributes name (empty: none known).
         has_location: True when the location names at least one source.
         location_known: False when the op's location is ``loc(unknown)``.
@@ -50,31 +53,35 @@ class MlirOp:
 
     index: int
     op_name: str
-    attributes: Mapping[str, str]
+    attributes: Mapping[str, AttributeValue]
     sources: tuple[Source, ...]
     has_location: bool
     location_known: bool
 
 
-def sources_from(located: list[Source], attributes: Mapping[str, str]) -> tuple[Source, ...]:
+def sources_from(
+    located: list[Source], attributes: Mapping[str, AttributeValue]
+) -> tuple[Source, ...]:
     """Sources from decoded locations, completed by the ``modelprov.*`` attributes.
 
     Without a provenance location, the attributes alone give one source (when they name a
     node). Each source's ``id`` is the node of the user's torch.export program (the id ONNX
-    exports of the same program write under ``pkg.modelprov.source_node``).
+    exports of the same program write under ``pkg.modelprov.source_node``). User keys go
+    into ``Source.metadata`` in their string form, as in ONNX (``2.5`` as ``"2.5"``).
     """
-    user = {k: v for k, v in attributes.items() if not k.startswith("modelprov.")}
-    node = attributes.get(NODE_KEY, "")
-    target = attributes.get(TARGET_KEY, "")
-    module_type = attributes.get(MODULE_TYPE_KEY, "")
+    text = {key: attribute_text(value) for key, value in attributes.items()}
+    user = {k: v for k, v in text.items() if not k.startswith("modelprov.")}
+    node = text.get(NODE_KEY, "")
+    target = text.get(TARGET_KEY, "")
+    module_type = text.get(MODULE_TYPE_KEY, "")
     if not located:
         if not node:
             return ()
-        shared = attributes.get(SOURCE_NODE_KEY, node)
-        file, line = _split_stack(attributes.get(STACK_KEY, ""))
+        shared = text.get(SOURCE_NODE_KEY, node)
+        file, line = _split_stack(text.get(STACK_KEY, ""))
         frames = (Frame(file, line, "", ""),) if file is not None and line is not None else ()
         located = [
-            located_source(attributes.get(MODULE_KEY, ""), shared_id, frames)
+            located_source(text.get(MODULE_KEY, ""), shared_id, frames)
             for shared_id in shared_id_list(shared)
         ]
     single = len(located) == 1
@@ -89,6 +96,15 @@ def sources_from(located: list[Source], attributes: Mapping[str, str]) -> tuple[
         )
         for entry in located
     )
+
+
+def attribute_text(value: AttributeValue) -> str:
+    """An attribute's string form: strings as they are, numbers as annotation values print."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return repr(value)
 
 
 def _split_stack(value: str) -> tuple[str | None, int | None]:
@@ -190,7 +206,7 @@ def _read_with(binding: tuple[Any, Any, Any], data: str | bytes) -> tuple[MlirOp
         for op in operations:
             if op.name in _CONTAINERS:
                 continue
-            attributes = _string_attributes(ir, op)
+            attributes = _dotted_attributes(ir, op)
             located = decode(ir, op.location)
             result.append(
                 MlirOp(
@@ -205,15 +221,30 @@ def _read_with(binding: tuple[Any, Any, Any], data: str | bytes) -> tuple[MlirOp
     return tuple(result)
 
 
-def _string_attributes(ir: Any, op: Any) -> dict[str, str]:
-    found: dict[str, str] = {}
+def _dotted_attributes(ir: Any, op: Any) -> dict[str, AttributeValue]:
+    found: dict[str, AttributeValue] = {}
     attributes = op.attributes
     for position in range(len(attributes)):
         named = attributes[position]
         name = str(named.name)
         if "." not in name:
             continue
-        attribute = named.attr
-        if attribute.typeid == ir.StringAttr.static_typeid:
-            found[name] = str(ir.StringAttr(attribute).value)
+        value = _attribute_value(ir, named.attr)
+        if value is not None:
+            found[name] = value
     return found
+
+
+def _attribute_value(ir: Any, attribute: Any) -> AttributeValue | None:
+    """A string, float, integer or bool attribute as its Python value (else None)."""
+    kind = attribute.typeid
+    if kind == ir.StringAttr.static_typeid:
+        return str(ir.StringAttr(attribute).value)
+    if kind == ir.FloatAttr.static_typeid:
+        return float(ir.FloatAttr(attribute).value)
+    if kind == ir.IntegerAttr.static_typeid:  # BoolAttr too: an i1 IntegerAttr
+        integer_type = attribute.type.typeid == ir.IntegerType.static_typeid
+        if integer_type and ir.IntegerType(attribute.type).width == 1:
+            return bool(ir.BoolAttr(attribute).value)
+        return int(ir.IntegerAttr(attribute).value)
+    return None
