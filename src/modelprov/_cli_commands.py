@@ -495,7 +495,9 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
     check_output(args.output, [args.model, *([args.before] if args.before else [])])
     with _status(f"writing the report {args.output}"):
-        path = write_report(args.model, args.output, before=args.before)
+        path = write_report(
+            args.model, args.output, before=args.before, source_roots=args.source_root or ()
+        )
     _progress.summary(f"wrote {path}: open it in a browser (it loads nothing)")
     return EXIT_OK
 
@@ -828,6 +830,13 @@ COMMANDS: tuple[Command, ...] = (
                 help="the model before the change: recall, lost sources",
             ),
             argument("-o", "--output", required=True, help="output .html file"),
+            argument(
+                "--source-root",
+                action="append",
+                metavar="FOLDER",
+                help="a folder the model's source files may be read from, besides the working "
+                "folder and the installed packages' (repeatable)",
+            ),
         ),
     ),
     Command(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from importlib import resources
 
 from modelprov._io import atomic_write_bytes
@@ -67,6 +68,7 @@ def report(
     before: ModelLike | None = None,
     title: str = "",
     source_code: bool = True,
+    source_roots: Iterable[str | os.PathLike[str]] = (),
 ) -> str:
     """The HTML provenance report of a model, as text.
 
@@ -74,7 +76,9 @@ def report(
     the graph grouped by module and coloured by state, node details with their source lines,
     a searchable node table. Self-contained: it loads nothing when opened. ``source_code``
     embeds a few lines around each source line from the Python files the traces name
-    (read now, bounded; False to leave them out).
+    (read now, bounded; False to leave them out). A model is untrusted: only files under the
+    working folder, ``source_roots`` and the installed packages' folders are read (real
+    paths, symlinks and ``..`` resolved), never other paths a trace names.
     """
     if not title and isinstance(model, str | os.PathLike):
         title = os.path.basename(os.fspath(model))
@@ -83,6 +87,7 @@ def report(
         before=None if before is None else as_ir(before),
         title=title,
         source_code=source_code,
+        source_roots=source_roots,
     )
     return _TEMPLATE.format(
         css=_asset("report.css"), js=_asset("report.js"), data=data_element(document)
@@ -95,9 +100,12 @@ def write_report(
     *,
     before: ModelLike | None = None,
     source_code: bool = True,
+    source_roots: Iterable[str | os.PathLike[str]] = (),
 ) -> str:
-    """Writes the HTML report to ``path`` and returns the path."""
+    """Writes the HTML report to ``path`` and returns the path (arguments: see ``report``)."""
     title = os.path.basename(os.fspath(model)) if isinstance(model, str | os.PathLike) else ""
-    text = report(model, before=before, title=title, source_code=source_code)
+    text = report(
+        model, before=before, title=title, source_code=source_code, source_roots=source_roots
+    )
     atomic_write_bytes(path, text.encode("utf-8"))
     return os.fspath(path)
