@@ -28,6 +28,7 @@ from modelprov._io import (
     model_from_proto,
     save_model,
 )
+from modelprov.core._printable import printable, printable_json, printable_json_text
 from modelprov.core.keys import CONFIDENCE_KEY
 from modelprov.errors import ExitCode, ModelprovError, UsageError
 
@@ -467,7 +468,7 @@ def _cmd_policies(args: argparse.Namespace) -> int:
 
     policies = args.file if args.file is not None else DEFAULT_POLICIES
     if not args.key:
-        sys.stdout.write(dump_policies(policies, full=args.full))
+        sys.stdout.write(printable_json_text(dump_policies(policies, full=args.full)))
         return EXIT_OK
     decided: dict[str, dict[str, Any]] = {}
     for key in args.key:
@@ -479,14 +480,14 @@ def _cmd_policies(args: argparse.Namespace) -> int:
             "value_scoped": policies.is_value_scoped(key),
         }
     if args.json:
-        print(json.dumps(decided, indent=2, ensure_ascii=False))
+        print(printable_json(decided, indent=2))
         return EXIT_OK
     for key, found in decided.items():
         policy = found["policy"]
         shown = policy if isinstance(policy, str) else json.dumps(policy, ensure_ascii=False)
         scope = "value-scoped" if found["value_scoped"] else "module-scoped"
         origin = f"entry {found['entry']!r}" if found["entry"] is not None else "the default"
-        print(f"{key}: {shown} ({scope}; from {origin})")
+        print(printable(f"{key}: {shown} ({scope}; from {origin})"))
     return EXIT_OK
 
 

@@ -24,6 +24,7 @@ from modelprov import _progress
 from modelprov._cli_commands import COMMANDS, one_line
 from modelprov._cli_spec import ArgumentParser, add_commands
 from modelprov._gc import gc_paused
+from modelprov.core._printable import printable
 from modelprov.errors import ExitCode, ModelprovError, UsageError
 
 __all__ = ["ExitCode", "UsageError", "build_parser", "main"]
@@ -69,9 +70,10 @@ def _version() -> str:
 
 
 def _say(text: str) -> None:
-    """One line on stderr, whatever characters it holds."""
+    """One line on stderr, whatever characters it holds (escaped: ``core._printable``)."""
     encoding = getattr(sys.stderr, "encoding", None) or "utf-8"
-    sys.stderr.write(text.encode(encoding, "backslashreplace").decode(encoding) + "\n")
+    shown = printable(text)
+    sys.stderr.write(shown.encode(encoding, "backslashreplace").decode(encoding) + "\n")
     sys.stderr.flush()
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import heapq
-import json
 import os
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
@@ -21,6 +20,7 @@ import onnx_ir as ir
 
 from modelprov._io import load_model_proto
 from modelprov._proto_check import text_problems
+from modelprov.core._printable import printable_json, printable_lines
 from modelprov.core._sources import MAX_VALUE_BYTES, Source, collect_sources, node_label
 from modelprov.core.keys import ATEN_DOMAIN, AUDIT_FORMAT, MODULE_DOMAIN
 from modelprov.errors import MetadataError
@@ -128,10 +128,10 @@ class AuditReport:
 
     def to_json_text(self) -> str:
         """The JSON report as text."""
-        return json.dumps(self.to_json(), indent=2, ensure_ascii=False)
+        return printable_json(self.to_json(), indent=2)
 
     def to_text(self) -> str:
-        """A human-readable report."""
+        """A human-readable report (names escaped: ``core._printable``)."""
         lines = [
             f"nodes: {self.nodes} ({len(self.nodes_without_sources)} without sources)",
             f"sources: {self.sources} ({len(self.fx_nodes)} FX nodes, "
@@ -164,7 +164,7 @@ class AuditReport:
             + f": {item.nodes} nodes, {item.calls} calls"
             for item in self.functions
         ]
-        return "\n".join(lines)
+        return printable_lines(lines)
 
 
 def has_provenance(found: Sequence[Source]) -> bool:

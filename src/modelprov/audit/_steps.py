@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -11,6 +10,7 @@ import onnx
 import onnx_ir as ir
 
 from modelprov.audit._diff import DiffReport, diff
+from modelprov.core._printable import printable_json, printable_lines
 from modelprov.core._stack_trace import display_location
 from modelprov.core.keys import OPTIMIZE_REPORT_FORMAT
 from modelprov.onnx._lookup import node_sources
@@ -56,7 +56,7 @@ class StepReport:
             f"  lost {source}" + (f"  ({display_location(where)})" if where else "")
             for source, where in self.lost_sources.items()
         ]
-        return "\n".join(lines)
+        return printable_lines(lines)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,7 +77,7 @@ class OptimizeReport:
 
     def to_json_text(self) -> str:
         """The JSON report as text."""
-        return json.dumps(self.to_json(), indent=2, ensure_ascii=False)
+        return printable_json(self.to_json(), indent=2)
 
     def to_text(self) -> str:
         """Steps first, then the overall diff."""
