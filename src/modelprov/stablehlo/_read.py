@@ -27,11 +27,11 @@ from modelprov.core.keys import STABLEHLO_SOURCE_NODE_KEY as SOURCE_NODE_KEY
 from modelprov.core.keys import STABLEHLO_STACK_KEY as STACK_KEY
 from modelprov.core.keys import STABLEHLO_TARGET_KEY as TARGET_KEY
 from modelprov.errors import StableHLOError
-from modelprov.stablehlo._locations import decode, located_source
+from modelprov.stablehlo._bytecode_text import mlir_text
+from modelprov.stablehlo._locations import decoder, located_source
 
 __all__ = ["MlirOp", "read_mlir_sources", "sources_from"]
 
-_BYTECODE_MAGIC = b"ML\xefR"
 _CONTAINERS = frozenset({"builtin.module", "func.func", "func.return"})
 
 
@@ -110,16 +110,17 @@ def _trace(frames: tuple[Frame, ...]) -> str:
 def read_mlir_sources(mlir: str | bytes | os.PathLike[str]) -> tuple[MlirOp, ...]:
     """Every op of an MLIR module (text, bytecode, or a path to either) with its sources.
 
-    Raises StableHLOError when no available MLIR binding can parse it.
+    Raises StableHLOError when no available MLIR binding can parse it, or when it breaks
+    the limits untrusted MLIR is read within (``_mlir_limits``, ``_bytecode_text``).
     """
-    data = _load(mlir)
+    where = os.fspath(mlir) if isinstance(mlir, os.PathLike) else "the given MLIR"
+    data = mlir_text(_load(mlir), where)
     errors: list[str] = []
     for binding in _bindings():
         try:
             return _read_with(binding, data)
         except _ParseError as exc:
             errors.append(str(exc))
-    where = os.fspath(mlir) if isinstance(mlir, os.PathLike) else "the given MLIR"
     raise StableHLOError(
         f"cannot parse {where}: {'; '.join(errors) or 'no MLIR bindings installed'}; pass "
         "MLIR text or bytecode (install iree-base-compiler to read IREE's dialects)"
@@ -127,12 +128,10 @@ def read_mlir_sources(mlir: str | bytes | os.PathLike[str]) -> tuple[MlirOp, ...
 
 
 def _load(mlir: str | bytes | os.PathLike[str]) -> str | bytes:
+    """The text or bytes of ``mlir`` (a path is read; bytes are decoded by ``mlir_text``)."""
     if isinstance(mlir, os.PathLike):
         with open(mlir, "rb") as handle:
-            raw = handle.read()
-        return raw if raw.startswith(_BYTECODE_MAGIC) else raw.decode("utf-8")
-    if isinstance(mlir, bytes) and not mlir.startswith(_BYTECODE_MAGIC):
-        return mlir.decode("utf-8")
+            return handle.read()
     return mlir
 
 
@@ -145,7 +144,6 @@ def _bindings() -> list[tuple[Any, Any, Any]]:
     found: list[tuple[Any, Any, Any]] = []
     try:
         from jaxlib.mlir import ir as jax_ir
-        from jaxlib.mlir.dialects import stablehlo
 
         from modelprov.stablehlo._jax_compat import ir_context
 
@@ -154,13 +152,8 @@ def _bindings() -> list[tuple[Any, Any, Any]]:
             context.allow_unregistered_dialects = True
             return context
 
-        def jax_parse(data: str | bytes, context: Any) -> Any:
-            if isinstance(data, bytes):
-                # JAX serializes portable artifacts (VHLO); read them back as StableHLO.
-                try:
-                    return stablehlo.deserialize_portable_artifact(context, data)
-                except Exception:  # plain MLIR bytecode, not a portable artifact
-                    pass
+        def jax_parse(data: str, context: Any) -> Any:
+            del context
             return jax_ir.Module.parse(data)
 
         found.append((jax_ir, jax_context, jax_parse))
@@ -169,7 +162,7 @@ def _bindings() -> list[tuple[Any, Any, Any]]:
     try:
         from iree.compiler import ir as iree_ir
 
-        def iree_parse(data: str | bytes, context: Any) -> Any:
+        def iree_parse(data: str, context: Any) -> Any:
             del context
             return iree_ir.Module.parse(data)
 
@@ -179,7 +172,7 @@ def _bindings() -> list[tuple[Any, Any, Any]]:
     return found
 
 
-def _read_with(binding: tuple[Any, Any, Any], data: str | bytes) -> tuple[MlirOp, ...]:
+def _read_with(binding: tuple[Any, Any, Any], data: str) -> tuple[MlirOp, ...]:
     ir, make_context, parse = binding
     context = make_context()
     with context:
@@ -196,11 +189,12 @@ def _read_with(binding: tuple[Any, Any, Any], data: str | bytes) -> tuple[MlirOp
 
         module.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
         result: list[MlirOp] = []
+        decode = decoder(ir)
         for op in operations:
             if op.name in _CONTAINERS:
                 continue
             attributes = _string_attributes(ir, op)
-            located = decode(ir, op.location)
+            located = decode(op.location)
             result.append(
                 MlirOp(
                     index=len(result),

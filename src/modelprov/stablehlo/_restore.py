@@ -30,7 +30,8 @@ from modelprov.core.keys import STABLEHLO_STACK_KEY as STACK_KEY
 from modelprov.core.keys import STABLEHLO_TARGET_KEY as TARGET_KEY
 from modelprov.errors import StableHLOError
 from modelprov.onnx._source_nodes import format_source_nodes
-from modelprov.stablehlo._locations import decode
+from modelprov.stablehlo._bytecode_text import mlir_text
+from modelprov.stablehlo._locations import decoder
 
 __all__ = ["restore_attributes"]
 
@@ -44,7 +45,8 @@ def restore_attributes(mlir: str | bytes | os.PathLike[str], *, generic: bool = 
 
     ``mlir`` is text, bytecode or a path to either (e.g. ``stablehlo-opt`` output of
     ``StableHLOProgram.text_with_locations``). Raises StableHLOError when JAX's MLIR bindings
-    cannot parse it. The input is not modified. ``generic=True`` prints MLIR's generic op
+    cannot parse it or it breaks the limits untrusted MLIR is read within (``_mlir_limits``,
+    ``_bytecode_text``). The input is not modified. ``generic=True`` prints MLIR's generic op
     form, which shows the attributes of every op: the custom form of a reduce whose body is
     one op (``applies stablehlo.add``) prints none of the body op's attributes.
     """
@@ -53,14 +55,14 @@ def restore_attributes(mlir: str | bytes | os.PathLike[str], *, generic: bool = 
     from modelprov.stablehlo._jax_compat import ir_context
     from modelprov.stablehlo._read import _load
 
-    data = _load(mlir)
+    where = os.fspath(mlir) if isinstance(mlir, os.PathLike) else "the given MLIR"
+    data = mlir_text(_load(mlir), where)
     with ir_context() as context:
         context.allow_unregistered_dialects = True
         try:
             module = ir.Module.parse(data)
         except Exception as exc:  # the bindings raise their own MLIRError
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            where = os.fspath(mlir) if isinstance(mlir, os.PathLike) else "the given MLIR"
             raise StableHLOError(
                 f"cannot parse {where}: {first}; pass the MLIR text or bytecode a pass wrote"
             ) from None
@@ -75,8 +77,9 @@ def restore_attributes(mlir: str | bytes | os.PathLike[str], *, generic: bool = 
         # Hashes of ir.Operation change once an attribute is set: read everything first.
         donors: dict[tuple[tuple[str, str], ...], list[dict[str, str]]] = {}
         missing: list[tuple[Any, list[Source]]] = []
+        decode = decoder(ir)
         for op in operations:
-            located = decode(ir, op.location)
+            located = decode(op.location)
             if not located:
                 continue
             attributes = _string_attributes(ir, op)
