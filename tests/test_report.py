@@ -436,3 +436,37 @@ def test_a_browser_without_decompression_says_so(browser: Browser, tmp_path: str
     assert page.evaluate(WAIT_READY) == "error"
     assert "DecompressionStream" in page.evaluate("document.getElementById('status').textContent")
     assert page.evaluate("document.querySelectorAll('#node-rows tr').length") == 0
+
+
+@needs_chromium
+def test_bidi_controls_in_names_cannot_reorder_the_reports_text(
+    browser: Browser, tmp_path: str
+) -> None:
+    """A U+202E in a node name reversed the report's own labels ("used by" links)."""
+    model = synthetic_model(30)
+    nodes = list(model.graph)
+    names = ["evil\u202egnp.exe", "\u05e9\u05dc\u05d5\u05dd", "clear\x1b[2K", "iso\u2067x"]
+    for node, name in zip(nodes[1:5], names, strict=True):
+        node.name = name
+    page = open_report(browser, report(model), tmp_path, "bidi.html")
+    page.evaluate("document.querySelector('#node-rows tr[data-i=\"0\"]').click()")
+    links = json.loads(
+        page.evaluate(
+            """JSON.stringify([...document.querySelectorAll('#details a')].map(a => {
+              const name = a.querySelector('bdi');
+              const after = [...a.childNodes].filter(n => n.nodeType === 3);
+              const box = r => { const range = document.createRange();
+                range.selectNodeContents(r); return range.getBoundingClientRect().left; };
+              return {text: a.textContent, name: name ? name.textContent : null,
+                      nameLeft: name ? box(name) : null,
+                      ownLeft: after.length ? box(after[0]) : null};
+            }))"""
+        )
+    )
+    shown = {link["name"]: link for link in links}
+    assert "evil\\u202egnp.exe" in shown, links  # visible, and no longer an override
+    for link in links:
+        assert not set(link["text"]) & set("\u202e\u2067\x1b"), link
+        assert link["text"].startswith(link["name"] + " (")
+        assert link["ownLeft"] > link["nameLeft"]  # " (op)" stays right of the name
+    assert page.errors == []

@@ -101,11 +101,28 @@
     var selected = -1, related = [];
     var isMatch = new Array(nodes.length);  // search hits, for groups drawn later
 
+    // Names, keys and values come from an untrusted model: every text is shown with its
+    // control characters and bidi controls escaped visibly (as modelprov's text output does,
+    // core/_printable.py), so a U+202E cannot reorder the report's own labels; names next
+    // to the report's text also sit in <bdi> (isolated: right-to-left names stay in place).
+    var UNSAFE = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]/g;
+    function printable(text) {
+      return String(text).replace(UNSAFE, function (c) {
+        var code = c.charCodeAt(0);
+        return code < 0x100 ? "\\x" + ("0" + code.toString(16)).slice(-2)
+                            : "\\u" + ("000" + code.toString(16)).slice(-4);
+      });
+    }
     function el(tag, cls, text) {
       var e = document.createElement(tag);
       if (cls) e.className = cls;
-      if (text !== undefined && text !== null) e.textContent = String(text);
+      if (text !== undefined && text !== null) e.textContent = printable(text);
       return e;
+    }
+    function isolated(parent, name, after) {  // <bdi>name</bdi> then the report's own text
+      parent.appendChild(el("bdi", null, name));
+      if (after) parent.appendChild(document.createTextNode(after));
+      return parent;
     }
     function svg(tag, attrs) {
       var e = document.createElementNS(SVG, tag);
@@ -133,8 +150,10 @@
     }
 
     // Header and summary.
-    document.title = "modelprov report: " + data.title;
-    document.getElementById("title").textContent = "Provenance report: " + data.title;
+    document.title = "modelprov report: " + printable(data.title);
+    var heading = document.getElementById("title");
+    heading.textContent = "Provenance report: ";
+    isolated(heading, data.title);
     var s = data.summary;
     var cards = document.getElementById("summary");
     card(cards, "nodes", s.nodes, s.groups + " module groups");
@@ -209,10 +228,10 @@
         ng.appendChild(svg("rect", {width: 132, height: 30, fill: data.colors[n.state]}));
         var t = svg("text", {x: 8, y: 19});
         var label = n.op + (n.src.length > 1 ? " ×" + n.src.length : "");
-        t.textContent = label.length > 20 ? label.slice(0, 19) + "…" : label;
+        t.textContent = printable(label.length > 20 ? label.slice(0, 19) + "…" : label);
         ng.appendChild(t);
         var tip = svg("title", {});
-        tip.textContent = nodeLabel(i) + " (" + n.state + ")";
+        tip.textContent = printable(nodeLabel(i)) + " (" + n.state + ")";
         ng.appendChild(tip);
         ng.addEventListener("click", function () { select(i, false); });
         nodeEls[i] = ng;
@@ -257,7 +276,7 @@
     // Details of one node.
     var details = document.getElementById("details");
     function nodeLink(i) {
-      var a = el("a", null, nodeLabel(i) + " (" + nodes[i].op + ")");
+      var a = isolated(isolated(el("a"), nodeLabel(i), " ("), nodes[i].op, ")");
       a.href = "#";
       a.addEventListener("click", function (ev) { ev.preventDefault(); select(i, true); });
       return a;
