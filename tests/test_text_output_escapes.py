@@ -7,6 +7,7 @@ summary and error lines show them through ``core._printable``.
 
 from __future__ import annotations
 
+import logging
 import os
 import unicodedata
 
@@ -127,3 +128,13 @@ def test_command_line_escapes_names(hostile_files: tuple[str, str], tmp_path: st
         assert _unsafe(result.stdout) == [], args
         assert _unsafe(result.stderr) == [], args
         assert "\\x1b" in result.stdout + result.stderr, args
+
+
+def test_log_lines_escape_the_names_they_quote() -> None:
+    from modelprov.cli import _PrintableFormatter
+
+    record = logging.LogRecord(
+        "modelprov", logging.WARNING, __file__, 1, "module %s: %s", (HOSTILE[0], HOSTILE[3]), None
+    )
+    line = _PrintableFormatter("%(message)s").format(record)
+    assert line == "module \\x1b]0;owned\\x07: \\u202eevil" and _unsafe(line) == []

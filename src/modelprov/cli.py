@@ -24,7 +24,7 @@ from modelprov import _progress
 from modelprov._cli_commands import COMMANDS, one_line
 from modelprov._cli_spec import ArgumentParser, add_commands
 from modelprov._gc import gc_paused
-from modelprov.core._printable import printable
+from modelprov.core._printable import printable, printable_lines
 from modelprov.errors import ExitCode, ModelprovError, UsageError
 
 __all__ = ["ExitCode", "UsageError", "build_parser", "main"]
@@ -75,6 +75,13 @@ def _say(text: str) -> None:
     shown = printable(text)
     sys.stderr.write(shown.encode(encoding, "backslashreplace").decode(encoding) + "\n")
     sys.stderr.flush()
+
+
+class _PrintableFormatter(logging.Formatter):
+    """Log lines with the names they quote escaped (``core._printable``), line breaks kept."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return printable_lines(super().format(record).split("\n"))
 
 
 def _interrupt(signum: int, frame: object) -> None:
@@ -135,6 +142,8 @@ def _run(argv: Sequence[str] | None) -> int:
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s", force=True
     )
+    for handler in logging.getLogger().handlers:
+        handler.setFormatter(_PrintableFormatter("%(message)s"))
     _progress.QUIET.set(bool(args.quiet))
     if not args.verbose:
         logging.getLogger("torch").setLevel(logging.ERROR)
