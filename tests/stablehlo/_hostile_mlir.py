@@ -11,7 +11,7 @@ import sys
 import textwrap
 from collections.abc import Callable
 
-__all__ = ["DEEP", "bytecode_of", "fused_wide", "module", "run_isolated"]
+__all__ = ["DEEP", "alias_dag", "bytecode_of", "fused_wide", "module", "run_isolated"]
 
 
 def module(location: str, tail: str = "") -> str:

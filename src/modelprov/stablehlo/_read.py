@@ -7,7 +7,8 @@ user keys) are read where they survived; locations (``_locations``) are read alw
 of a stage that dropped the attributes still name their module path, source node and user
 frames. Parsing uses JAX's MLIR bindings (StableHLO and the builtin dialects registered,
 unknown dialects allowed), and IREE's bindings (``iree.compiler.ir``) for text JAX's cannot
-parse, when iree-base-compiler is installed.
+parse, when iree-base-compiler is installed. The input is untrusted: it reaches the parser
+only as text that passed ``_mlir_limits`` (bytecode is made text by ``_bytecode_text``).
 """
 
 from __future__ import annotations
