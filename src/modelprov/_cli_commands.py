@@ -33,6 +33,8 @@ from modelprov._cli_torch_onnx import (
 )
 from modelprov._input_files import open_regular, read_regular
 from modelprov._quiet_libraries import libraries_quieted
+from modelprov.core._printable import printable, printable_json, printable_json_text
+from modelprov.core.keys import CONFIDENCE_KEY
 from modelprov.errors import ExitCode, ModelprovError, UsageError
 
 if TYPE_CHECKING:
@@ -141,7 +143,6 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
 def _cmd_recover(args: argparse.Namespace) -> int:
 
     from modelprov._io import load_model_proto, save_model, set_base_dir
-    from modelprov.core.keys import CONFIDENCE_KEY
 
     output = _check_output(args, args.output, [args.original, args.optimized])
     with _status("loading models"):
@@ -644,7 +645,7 @@ def _cmd_policies(args: argparse.Namespace) -> int:
 
     policies = args.file if args.file is not None else DEFAULT_POLICIES
     if not args.key:
-        sys.stdout.write(dump_policies(policies, full=args.full))
+        sys.stdout.write(printable_json_text(dump_policies(policies, full=args.full)))
         return EXIT_OK
     decided: dict[str, dict[str, Any]] = {}
     for key in args.key:
@@ -656,14 +657,14 @@ def _cmd_policies(args: argparse.Namespace) -> int:
             "value_scoped": policies.is_value_scoped(key),
         }
     if args.json:
-        print(json.dumps(decided, indent=2, ensure_ascii=False))
+        print(printable_json(decided, indent=2))
         return EXIT_OK
     for key, found in decided.items():
         policy = found["policy"]
         shown = policy if isinstance(policy, str) else json.dumps(policy, ensure_ascii=False)
         scope = "value-scoped" if found["value_scoped"] else "module-scoped"
         origin = f"entry {found['entry']!r}" if found["entry"] is not None else "the default"
-        print(f"{key}: {shown} ({scope}; from {origin})")
+        print(printable(f"{key}: {shown} ({scope}; from {origin})"))
     return EXIT_OK
 
 
@@ -682,7 +683,13 @@ def _cmd_report(args: argparse.Namespace) -> int:
             raise UsageError(f"--numerics {args.numerics}: cannot read it: {error}") from None
         numerics = NumericsReport.from_json(text, where=f"--numerics {args.numerics}")
     with _status(f"writing the report {args.output}"):
-        path = write_report(args.model, args.output, before=args.before, numerics=numerics)
+        path = write_report(
+            args.model,
+            args.output,
+            before=args.before,
+            numerics=numerics,
+            source_roots=args.source_root or (),
+        )
     _progress.summary(f"wrote {path}: open it in a browser (it loads nothing)")
     return EXIT_OK
 
@@ -1143,6 +1150,13 @@ COMMANDS: tuple[Command, ...] = (
                 metavar="NUMERICS.json",
                 help="colour nodes by their error against a reference: the JSON of "
                 "`modelprov compare REF MODEL --json` (format modelprov.numerics-report)",
+            ),
+            argument(
+                "--source-root",
+                action="append",
+                metavar="FOLDER",
+                help="a folder the model's source files may be read from, besides the working "
+                "folder and the installed packages' (repeatable)",
             ),
         ),
     ),

@@ -86,6 +86,9 @@ class _Handler(logging.Handler):
 
 
 def _write(text: str) -> None:
+    from modelprov.core._printable import printable_lines
+
+    text = printable_lines(text.split("\n"))  # names a model spells stay inert text
     stream = sys.stderr
     encoding = getattr(stream, "encoding", None) or "utf-8"
     stream.write(text.encode(encoding, "backslashreplace").decode(encoding) + "\n")

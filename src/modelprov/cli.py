@@ -23,6 +23,7 @@ from modelprov._cli_spec import ArgumentParser, add_commands, command_line_keywo
 from modelprov._gc import gc_paused
 from modelprov._library_warnings import collected
 from modelprov._quiet_libraries import libraries_quieted
+from modelprov.core._printable import printable
 from modelprov.errors import ExitCode, ModelprovError, UsageError
 
 __all__ = ["ExitCode", "UsageError", "build_parser", "main"]
@@ -77,9 +78,10 @@ def _version() -> str:
 
 
 def _say(text: str) -> None:
-    """One line on stderr, whatever characters it holds."""
+    """One line on stderr, whatever characters it holds (escaped: ``core._printable``)."""
     encoding = getattr(sys.stderr, "encoding", None) or "utf-8"
-    sys.stderr.write(text.encode(encoding, "backslashreplace").decode(encoding) + "\n")
+    shown = printable(text)
+    sys.stderr.write(shown.encode(encoding, "backslashreplace").decode(encoding) + "\n")
     sys.stderr.flush()
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import heapq
-import json
 import os
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
@@ -20,6 +19,7 @@ import onnx
 import onnx_ir as ir
 
 from modelprov._proto_check import text_problems
+from modelprov.core._printable import printable_json, printable_lines
 from modelprov.core._sources import MAX_VALUE_BYTES, Source, collect_sources, node_label
 from modelprov.core.keys import ATEN_DOMAIN, AUDIT_FORMAT, MODULE_DOMAIN
 from modelprov.errors import MetadataError
@@ -127,11 +127,12 @@ class AuditReport:
         }
 
     def to_json(self) -> str:
-        """The JSON report (:meth:`to_dict`) as text."""
-        return json.dumps(self.to_dict(), indent=2, ensure_ascii=False)
+        """The JSON report (:meth:`to_dict`) as text, control and bidi characters in names
+        escaped (``core._printable``)."""
+        return printable_json(self.to_dict(), indent=2)
 
     def to_text(self) -> str:
-        """A human-readable report."""
+        """A human-readable report (names escaped: ``core._printable``)."""
         lines = [
             f"nodes: {self.nodes} ({len(self.nodes_without_sources)} without sources)",
             f"sources: {self.sources} ({len(self.fx_nodes)} FX nodes, "
@@ -164,7 +165,7 @@ class AuditReport:
             + f": {item.nodes} nodes, {item.calls} calls"
             for item in self.functions
         ]
-        return "\n".join(lines)
+        return printable_lines(lines)
 
 
 def has_provenance(found: Sequence[Source]) -> bool:

@@ -11,6 +11,7 @@ import onnx_ir as ir
 
 from modelprov.audit._audit import has_provenance
 from modelprov.core._correspond import all_nodes
+from modelprov.core._printable import printable_lines
 from modelprov.core._sources import Source
 from modelprov.core._stack_trace import display_location
 from modelprov.core.keys import DIFF_FORMAT
@@ -104,7 +105,7 @@ class DiffReport:
         }
 
     def to_text(self) -> str:
-        """A short human-readable report."""
+        """A short human-readable report (names escaped: ``core._printable``)."""
         rows = [
             ("FX nodes", self.fx_nodes, self.fx_nodes_dyn),
             ("source lines", self.source_lines, self.source_lines_dyn),
@@ -126,7 +127,7 @@ class DiffReport:
                 + (" [dyn]" if fx in dynamic else "")
                 + (f"  ({display_location(where)})" if where else "")
             )
-        return "\n".join(lines)
+        return printable_lines(lines)
 
     def to_json(self) -> str:
         """The JSON report (:meth:`to_dict`) as text."""

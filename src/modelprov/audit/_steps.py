@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -11,6 +10,7 @@ import onnx
 import onnx_ir as ir
 
 from modelprov.audit._diff import DiffReport, diff
+from modelprov.core._printable import printable_json, printable_lines
 from modelprov.core._stack_trace import display_location
 from modelprov.core.keys import OPTIMIZE_REPORT_FORMAT
 from modelprov.onnx._lookup import node_sources
@@ -44,8 +44,8 @@ class StepReport:
         return {**dataclasses.asdict(self), "lost_sources": dict(self.lost_sources)}
 
     def to_json(self) -> str:
-        """:meth:`to_dict` as JSON text."""
-        return json.dumps(self.to_dict(), indent=2, ensure_ascii=False)
+        """:meth:`to_dict` as JSON text, control and bidi characters in names escaped."""
+        return printable_json(self.to_dict(), indent=2)
 
     def to_text(self) -> str:
         """One line per step, then one per lost source."""
@@ -60,7 +60,7 @@ class StepReport:
             f"  lost {source}" + (f"  ({display_location(where)})" if where else "")
             for source, where in self.lost_sources.items()
         ]
-        return "\n".join(lines)
+        return printable_lines(lines)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,8 +80,9 @@ class OptimizeReport:
         }
 
     def to_json(self) -> str:
-        """The JSON report (:meth:`to_dict`) as text."""
-        return json.dumps(self.to_dict(), indent=2, ensure_ascii=False)
+        """The JSON report (:meth:`to_dict`) as text, control and bidi characters in names
+        escaped (``core._printable``)."""
+        return printable_json(self.to_dict(), indent=2)
 
     def to_text(self) -> str:
         """Steps first, then the overall diff."""

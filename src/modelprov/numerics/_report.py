@@ -8,6 +8,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from modelprov.core._printable import printable_json
 from modelprov.core._sources import Source
 from modelprov.core.keys import NUMERICS_FORMAT
 from modelprov.errors import MetadataError
@@ -214,7 +215,7 @@ class NumericsReport:
         }
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=1, ensure_ascii=False, allow_nan=False)
+        return printable_json(self.to_dict(), indent=1, allow_nan=False)
 
     @classmethod
     def from_json(cls, text: str | bytes, *, where: str = "<numerics>") -> NumericsReport:
@@ -301,7 +302,7 @@ class NumericsReport:
                 ],
             )
         )
-        return "\n".join(lines)
+        return printable_lines(lines)
 
 
 def _db(number: float | None) -> str:

@@ -35,6 +35,7 @@ import onnx_ir.passes.common as common_passes
 
 from modelprov._proto_check import check_proto, read_proto
 from modelprov.core._correspond import Change, Snapshot, all_nodes, correspond
+from modelprov.core._printable import printable_lines
 from modelprov.core._provenance import Provenance
 from modelprov.core.keys import CONFIDENCE_KEY, RECOVER_REPORT_FORMAT
 from modelprov.core.policy import Policies
@@ -102,7 +103,7 @@ class RecoveryReport:
         lines += [f"  repaired: {what}" for what in self.repaired]
         if self.correspondence:
             lines.append(f"  correspondence {self.correspondence}")
-        return "\n".join(lines)
+        return printable_lines(lines)
 
 
 def _load(model: ModelInput, role: str) -> onnx.ModelProto | ir.Model:

@@ -7,6 +7,7 @@ page's script renders it with ``textContent`` only, so metadata is never read as
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -167,14 +168,16 @@ def report_data(
     title: str = "",
     source_code: bool = True,
     numerics: Any = None,
+    source_roots: Iterable[str | os.PathLike[str]] = (),
 ) -> dict[str, Any]:
     """The JSON document the HTML report renders.
 
-    ``source_code``: read the Python files the stack traces name (bounded, see
-    ``report._code``) to show a few lines around each source line. ``numerics``: a
-    :class:`~modelprov.numerics.NumericsReport` of this model, to colour nodes by error.
+    ``source_code``: read the Python files the stack traces name (bounded, and only under
+    the allowed roots, ``source_roots`` among them; see ``report._code``) to show a few lines
+    around each source line. ``numerics``: a :class:`~modelprov.numerics.NumericsReport` of
+    this model, to colour nodes by error.
     """
-    code = CodeContext() if source_code else None
+    code = CodeContext(source_roots) if source_code else None
     shown_paths: dict[str, str] = {}
     pairs = node_sources(model)
     index = {id(node): i for i, (node, _) in enumerate(pairs)}

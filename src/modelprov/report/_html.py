@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from importlib import resources
 from typing import TYPE_CHECKING
 
@@ -81,6 +82,7 @@ def report(
     title: str = "",
     source_code: bool = True,
     numerics: NumericsReport | None = None,
+    source_roots: Iterable[str | os.PathLike[str]] = (),
 ) -> str:
     """The HTML provenance report of a model, as text.
 
@@ -88,7 +90,9 @@ def report(
     the graph grouped by module and coloured by state, node details with their source lines,
     a searchable node table. Self-contained: it loads nothing when opened. ``source_code``
     embeds a few lines around each source line from the Python files the traces name
-    (read now, bounded; False to leave them out). ``numerics`` (a
+    (read now, bounded; False to leave them out). A model is untrusted: only files under the
+    working folder, ``source_roots`` and the installed packages' folders are read (real
+    paths, symlinks and ``..`` resolved), never other paths a trace names. ``numerics`` (a
     :func:`modelprov.compare` report of this model) colours nodes by their error against the
     reference and lists each node's errors in its details.
     """
@@ -100,6 +104,7 @@ def report(
         title=_as_text(title),
         source_code=source_code,
         numerics=numerics,
+        source_roots=source_roots,
     )
     return _TEMPLATE.format(
         css=_asset("report.css"), js=_asset("report.js"), data=data_element(document)
@@ -113,9 +118,17 @@ def write_report(
     before: ModelInput | None = None,
     source_code: bool = True,
     numerics: NumericsReport | None = None,
+    source_roots: Iterable[str | os.PathLike[str]] = (),
 ) -> str:
-    """Writes the HTML report to ``path`` and returns the path."""
+    """Writes the HTML report to ``path`` and returns the path (arguments: see ``report``)."""
     title = os.path.basename(os.fspath(model)) if isinstance(model, str | os.PathLike) else ""
-    text = report(model, before=before, title=title, source_code=source_code, numerics=numerics)
+    text = report(
+        model,
+        before=before,
+        title=title,
+        source_code=source_code,
+        numerics=numerics,
+        source_roots=source_roots,
+    )
     atomic_write_bytes(path, text.encode("utf-8"))
     return os.fspath(path)

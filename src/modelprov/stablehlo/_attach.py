@@ -41,7 +41,7 @@ from typing import Any
 from modelprov.core._scoping import KeyScoping, within
 from modelprov.core._sources import Source
 from modelprov.core.policy import MergeContext, Policies
-from modelprov.stablehlo._locations import location_name, relocate, with_aliases
+from modelprov.stablehlo._locations import location_name, relocate, walk_names, with_aliases
 from modelprov.stablehlo._numbers import attribute_value
 from modelprov.stablehlo._records import OpRecord, provenance_attributes
 
@@ -87,27 +87,17 @@ def _location_nodes(location: Any, root: str, known: Mapping[str, object]) -> tu
     """The FX node names a location names, and the location's name for display."""
     from jaxlib.mlir import ir
 
-    names: list[str] = []
+    def names_node(name: str, child: Any) -> bool:
+        parts = name.split("/")
+        return len(parts) >= 2 and parts[0] == root and parts[1] in known
+
+    names: dict[str, None] = {}
     label = ""
-    pending = [location]
-    while pending:
-        loc = pending.pop(0)
-        typeid = loc.typeid
-        if typeid == ir.NameLoc.static_typeid:
-            name_loc = ir.NameLoc(loc)
-            text = str(name_loc.name_str)
-            label = label or text
-            parts = text.split("/")
-            if len(parts) >= 2 and parts[0] == root and parts[1] in known:
-                if parts[1] not in names:
-                    names.append(parts[1])
-            else:
-                pending.append(name_loc.child_loc)
-        elif typeid == ir.FusedLoc.static_typeid:
-            pending.extend(ir.FusedLoc(loc).locations)
-        elif typeid == ir.CallSiteLoc.static_typeid:
-            pending.append(ir.CallSiteLoc(loc).callee)
-    return names, label or str(location)[:200]
+    for name, _, stopped in walk_names(ir, location, names_node):
+        label = label or name
+        if stopped:
+            names[name.split("/")[1]] = None
+    return list(names), label or str(location)[:200]
 
 
 def _collect(module: Any, root: str, known: Mapping[str, Source]) -> list[_Op]:

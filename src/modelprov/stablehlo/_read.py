@@ -7,7 +7,8 @@ user keys) are read where they survived; locations (``_locations``) are read alw
 of a stage that dropped the attributes still name their module path, source node and user
 frames. Parsing uses JAX's MLIR bindings (StableHLO and the builtin dialects registered,
 unknown dialects allowed), and IREE's bindings (``iree.compiler.ir``) for text JAX's cannot
-parse, when iree-base-compiler is installed.
+parse, when iree-base-compiler is installed. The input is untrusted: it reaches the parser
+only as text that passed ``_mlir_limits`` (bytecode is made text by ``_bytecode_text``).
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from modelprov.core.keys import STABLEHLO_SOURCE_NODE_KEY as SOURCE_NODE_KEY
 from modelprov.core.keys import STABLEHLO_STACK_KEY as STACK_KEY
 from modelprov.core.keys import STABLEHLO_TARGET_KEY as TARGET_KEY
 from modelprov.errors import StableHLOError
-from modelprov.stablehlo._locations import decode, located_source
+from modelprov.stablehlo._bytecode_text import mlir_text
+from modelprov.stablehlo._locations import decoder, located_source
 from modelprov.stablehlo._mlir_input import MlirInput, load_mlir
 
 __all__ = ["AttributeValue", "MlirOp", "attribute_text", "read_mlir_sources", "sources_from"]
@@ -127,10 +129,12 @@ def read_mlir_sources(mlir: MlirInput) -> tuple[MlirOp, ...]:
     artifact ``StableHLOProgram.save`` writes (bytes), or a path (``str`` or ``Path``) to
     any of them.
 
-    Raises StableHLOError for another kind of input, naming it, and when no available MLIR
-    binding can parse it.
+    Raises StableHLOError for another kind of input, naming it, when no available MLIR
+    binding can parse it, or when it breaks the limits untrusted MLIR is read within
+    (``_mlir_limits``, ``_bytecode_text``).
     """
     data, where = load_mlir(mlir, caller="read_mlir_sources")
+    data = mlir_text(data, where)
     errors: list[str] = []
     for binding in _bindings():
         try:
@@ -152,7 +156,6 @@ def _bindings() -> list[tuple[Any, Any, Any]]:
     found: list[tuple[Any, Any, Any]] = []
     try:
         from jaxlib.mlir import ir as jax_ir
-        from jaxlib.mlir.dialects import stablehlo
 
         from modelprov.stablehlo._jax_compat import ir_context
 
@@ -161,13 +164,8 @@ def _bindings() -> list[tuple[Any, Any, Any]]:
             context.allow_unregistered_dialects = True
             return context
 
-        def jax_parse(data: str | bytes, context: Any) -> Any:
-            if isinstance(data, bytes):
-                # JAX serializes portable artifacts (VHLO); read them back as StableHLO.
-                try:
-                    return stablehlo.deserialize_portable_artifact(context, data)
-                except Exception:  # plain MLIR bytecode, not a portable artifact
-                    pass
+        def jax_parse(data: str, context: Any) -> Any:
+            del context
             return jax_ir.Module.parse(data)
 
         found.append((jax_ir, jax_context, jax_parse))
@@ -176,7 +174,7 @@ def _bindings() -> list[tuple[Any, Any, Any]]:
     try:
         from iree.compiler import ir as iree_ir
 
-        def iree_parse(data: str | bytes, context: Any) -> Any:
+        def iree_parse(data: str, context: Any) -> Any:
             del context
             return iree_ir.Module.parse(data)
 
@@ -186,7 +184,7 @@ def _bindings() -> list[tuple[Any, Any, Any]]:
     return found
 
 
-def _read_with(binding: tuple[Any, Any, Any], data: str | bytes) -> tuple[MlirOp, ...]:
+def _read_with(binding: tuple[Any, Any, Any], data: str) -> tuple[MlirOp, ...]:
     ir, make_context, parse = binding
     context = make_context()
     with context:
@@ -203,11 +201,12 @@ def _read_with(binding: tuple[Any, Any, Any], data: str | bytes) -> tuple[MlirOp
 
         module.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
         result: list[MlirOp] = []
+        decode = decoder(ir)
         for op in operations:
             if op.name in _CONTAINERS:
                 continue
             attributes = _dotted_attributes(ir, op)
-            located = decode(ir, op.location)
+            located = decode(op.location)
             result.append(
                 MlirOp(
                     index=len(result),

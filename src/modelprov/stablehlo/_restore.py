@@ -29,7 +29,8 @@ from modelprov.core.keys import STABLEHLO_STACK_KEY as STACK_KEY
 from modelprov.core.keys import STABLEHLO_TARGET_KEY as TARGET_KEY
 from modelprov.errors import StableHLOError
 from modelprov.onnx._source_nodes import format_source_nodes
-from modelprov.stablehlo._locations import decode
+from modelprov.stablehlo._bytecode_text import mlir_text
+from modelprov.stablehlo._locations import decoder
 from modelprov.stablehlo._mlir_input import MlirInput, load_mlir
 
 __all__ = ["restore_attributes"]
@@ -46,15 +47,17 @@ def restore_attributes(mlir: MlirInput, *, generic: bool = False) -> str:
     writes, or a path (``str`` or ``Path``) to any of them (e.g. ``stablehlo-opt`` output of
     ``StableHLOProgram.text_with_locations``). Raises StableHLOError for another kind of
     input, naming it, and when JAX's MLIR bindings cannot parse it. The input is not
-    modified. ``generic=True`` prints MLIR's generic op form, which shows the attributes of
-    every op: the custom form of a reduce whose body is one op (``applies stablehlo.add``)
-    prints none of the body op's attributes.
+    modified; MLIR that breaks the limits untrusted MLIR is read within (``_mlir_limits``,
+    ``_bytecode_text``) is refused. ``generic=True`` prints MLIR's generic op form, which
+    shows the attributes of every op: the custom form of a reduce whose body is one op
+    (``applies stablehlo.add``) prints none of the body op's attributes.
     """
     from jaxlib.mlir import ir
 
     from modelprov.stablehlo._jax_compat import ir_context
 
     data, where = load_mlir(mlir, caller="restore_attributes")
+    data = mlir_text(data, where)
     with ir_context() as context:
         context.allow_unregistered_dialects = True
         try:
@@ -75,8 +78,9 @@ def restore_attributes(mlir: MlirInput, *, generic: bool = False) -> str:
         # Hashes of ir.Operation change once an attribute is set: read everything first.
         donors: dict[tuple[tuple[str, str], ...], list[dict[str, str]]] = {}
         missing: list[tuple[Any, list[Source]]] = []
+        decode = decoder(ir)
         for op in operations:
-            located = decode(ir, op.location)
+            located = decode(op.location)
             if not located:
                 continue
             attributes = _string_attributes(ir, op)

@@ -106,11 +106,28 @@
     var selected = -1, related = [];
     var isMatch = new Array(nodes.length);  // search hits, for groups drawn later
 
+    // Names, keys and values come from an untrusted model: every text is shown with its
+    // control characters and bidi controls escaped visibly (as modelprov's text output does,
+    // core/_printable.py), so a U+202E cannot reorder the report's own labels; names next
+    // to the report's text also sit in <bdi> (isolated: right-to-left names stay in place).
+    var UNSAFE = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]/g;
+    function printable(text) {
+      return String(text).replace(UNSAFE, function (c) {
+        var code = c.charCodeAt(0);
+        return code < 0x100 ? "\\x" + ("0" + code.toString(16)).slice(-2)
+                            : "\\u" + ("000" + code.toString(16)).slice(-4);
+      });
+    }
     function el(tag, cls, text) {
       var e = document.createElement(tag);
       if (cls) e.className = cls;
-      if (text !== undefined && text !== null) e.textContent = String(text);
+      if (text !== undefined && text !== null) e.textContent = printable(text);
       return e;
+    }
+    function isolated(parent, name, after) {  // <bdi>name</bdi> then the report's own text
+      parent.appendChild(el("bdi", null, name));
+      if (after) parent.appendChild(document.createTextNode(after));
+      return parent;
     }
     function svg(tag, attrs) {
       var e = document.createElementNS(SVG, tag);
@@ -138,8 +155,10 @@
     }
 
     // Header and summary.
-    document.title = "modelprov report: " + data.title;
-    document.getElementById("title").textContent = "Provenance report: " + data.title;
+    document.title = "modelprov report: " + printable(data.title);
+    var heading = document.getElementById("title");
+    heading.textContent = "Provenance report: ";
+    isolated(heading, data.title);
     var s = data.summary;
     var cards = document.getElementById("summary");
     card(cards, "nodes", s.nodes, s.groups + " module groups");
@@ -214,10 +233,10 @@
         ng.appendChild(svg("rect", {width: 132, height: 30, fill: nodeFill(n)}));
         var t = svg("text", {x: 8, y: 19});
         var label = n.op + (n.src.length > 1 ? " ×" + n.src.length : "");
-        t.textContent = label.length > 20 ? label.slice(0, 19) + "…" : label;
+        t.textContent = printable(label.length > 20 ? label.slice(0, 19) + "…" : label);
         ng.appendChild(t);
         var tip = svg("title", {});
-        tip.textContent = nodeLabel(i) + " (" + n.state + ")" +
+        tip.textContent = printable(nodeLabel(i)) + " (" + n.state + ")" +
           (n.num ? ", max rel error " + n.num.rel.toExponential(2) : "");
         ng.appendChild(tip);
         ng.addEventListener("click", function () { select(i, false); });
@@ -263,7 +282,7 @@
     // Details of one node.
     var details = document.getElementById("details");
     function nodeLink(i) {
-      var a = el("a", null, nodeLabel(i) + " (" + nodes[i].op + ")");
+      var a = isolated(isolated(el("a"), nodeLabel(i), " ("), nodes[i].op, ")");
       a.href = "#";
       a.addEventListener("click", function (ev) { ev.preventDefault(); select(i, true); });
       return a;
@@ -355,10 +374,10 @@
       details.appendChild(el("span", "muted", "  " + (n.domain ? n.domain + "::" : "") + n.op +
                              " · " + n.src.length + (n.src.length === 1 ? " source" : " sources")));
       if (n.num) {
-        details.appendChild(el("h2", null, "Numerics against " + data.numerics.reference +
+        details.appendChild(el("h2", null, "Numerics against " + printable(data.numerics.reference) +
                                (data.numerics.first === i ? " (first divergence)" : "")));
         var ngrid = el("div", "kv");
-        kv(ngrid, "value", n.num.value + " (output of " + n.num.fx + ")");
+        kv(ngrid, "value", printable(n.num.value) + " (output of " + printable(n.num.fx) + ")");
         kv(ngrid, "max rel error", n.num.rel.toExponential(3) + (n.num.diverges ? " (diverges)" : ""));
         kv(ngrid, "SQNR", n.num.sqnr === null ? "n/a" : n.num.sqnr.toFixed(1) + " dB");
         if (n.num.own !== null) kv(ngrid, "own SQNR", n.num.own.toFixed(1) + " dB");
