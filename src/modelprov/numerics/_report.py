@@ -8,7 +8,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from modelprov.core._printable import printable_json
+from modelprov.core._printable import printable_json, printable_lines
 from modelprov.core._sources import Source
 from modelprov.core.keys import NUMERICS_FORMAT
 from modelprov.errors import MetadataError
