@@ -164,3 +164,56 @@ def test_wrong_references_and_options_get_one_line_errors() -> None:
     other = torch.nn.Sequential(torch.nn.Linear(16, 8))
     with pytest.raises(InvalidModelError, match=r"'0\.weight'"):
         compare(other, program, args)
+
+
+def test_a_program_with_symbolic_shapes_is_refused() -> None:
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3)).eval()
+    x = torch.randn(2, 4)
+    batch = torch.export.Dim("batch", min=1, max=16)
+    program = modelprov.export_stablehlo(model, (x,), dynamic_shapes=({0: batch},))
+    with pytest.raises(UsageError, match="static shapes"):
+        compare(model, program, (x,))
+
+
+class _RandomNet(torch.nn.Module):
+    """A random chain of layers (linear, norm, activations, residual adds) from ``seed``."""
+
+    def __init__(self, seed: int) -> None:
+        super().__init__()
+        rng = random.Random(seed)
+        self.kinds = [rng.choice(["linear", "norm", "gelu", "tanh", "residual"]) for _ in range(6)]
+        self.kinds.append("linear")
+        self.layers = torch.nn.ModuleList(
+            torch.nn.LayerNorm(8) if kind == "norm" else torch.nn.Linear(8, 8)
+            for kind in self.kinds
+        )
+        with torch.no_grad():
+            for layer in self.layers:
+                layer.bias.normal_(0.0, 0.5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for kind, layer in zip(self.kinds, self.layers, strict=True):
+            if kind in ("linear", "norm"):
+                x = layer(x)
+            elif kind == "gelu":
+                x = torch.nn.functional.gelu(layer(x))
+            elif kind == "tanh":
+                x = torch.tanh(layer(x))
+            else:
+                x = x + layer(x)
+        return x
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_random_chains_are_covered_and_a_planted_bias_is_found(seed: int) -> None:
+    torch.manual_seed(seed)
+    model = _RandomNet(seed).eval()
+    args = (torch.randn(3, 8),)
+    program = modelprov.export_stablehlo(model, args)
+    clean = compare(model, program, args)
+    wanted = _tensor_nodes(program)
+    assert wanted <= {row.source.fx_node for row in clean.rows}, clean.skipped
+    assert clean.first_divergence is None, clean.to_text()
+    layer = random.Random(seed).randrange(len(model.layers))
+    broken, _ = _with_weight(program, model.layers[layer].bias)
+    _assert_localized(compare(model, broken, args), f"layers.{layer}")

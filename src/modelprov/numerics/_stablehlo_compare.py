@@ -47,6 +47,11 @@ def compare_stablehlo(
             "candidate: this StableHLOProgram has no exported program (the decomposed program "
             "it was lowered from); make it with modelprov.export_stablehlo"
         )
+    if any(not isinstance(d, int) for aval in candidate.exported.in_avals for d in aval.shape):
+        raise UsageError(
+            "compare needs a StableHLOProgram with static shapes (its values are returned "
+            "with their shapes); export it again without dynamic_shapes"
+        )
     exposure = expose_node_results(candidate)
     outputs, values = exposure.run(candidate, inputs, kwargs or {})
     plain = candidate.run(*inputs, **dict(kwargs or {}))
