@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
 import onnx
@@ -29,6 +29,9 @@ from modelprov.numerics._report import NumericsReport, NumericsRow
 from modelprov.numerics._torch_values import run_fx_nodes
 from modelprov.onnx._convert import model_input
 
+if TYPE_CHECKING:
+    from modelprov.stablehlo._program import StableHLOProgram
+
 __all__ = ["DEFAULT_ATOL", "DEFAULT_RTOL", "compare"]
 
 DEFAULT_RTOL = 1e-4
@@ -41,7 +44,7 @@ Reference: TypeAlias = torch.nn.Module | torch.export.ExportedProgram | OnnxLike
 
 def compare(
     reference: Reference,
-    candidate: OnnxLike,
+    candidate: OnnxLike | StableHLOProgram,
     inputs: Sequence[Any],
     *,
     kwargs: Mapping[str, Any] | None = None,
@@ -55,7 +58,11 @@ def compare(
     :func:`modelprov.export` exports, every FX node's output captured as it is produced),
     the ``ONNXProgram`` modelprov.export returned (its program), or an ONNX model (run with
     onnxruntime). ``candidate``: any ONNX model carrying provenance (modelprov's export,
-    optimized, recovered after a black-box tool, QDQ/QOperator quantized, fp16...).
+    optimized, recovered after a black-box tool, QDQ/QOperator quantized, fp16...), or the
+    ``StableHLOProgram`` :func:`modelprov.export_stablehlo` returned, run on XLA CPU with
+    each FX node's value (the result of its ops that leaves them) also returned, against a
+    torch reference run on the decomposed program it was lowered from (the reference's
+    weights).
     ``inputs``: the model's positional arguments (tensors or arrays), ``kwargs`` its keyword
     arguments. A value diverges when ``max |c - r| > atol + rtol · max |r|``.
 
@@ -66,6 +73,12 @@ def compare(
     """
     if rtol < 0 or atol < 0:
         raise UsageError(f"rtol and atol must be >= 0, got rtol={rtol}, atol={atol}")
+    if isinstance(candidate, _stablehlo_program()):
+        if isolate:
+            raise UsageError("isolate=True needs an ONNX candidate (onnxruntime feeds values)")
+        from modelprov.numerics._stablehlo_compare import compare_stablehlo
+
+        return compare_stablehlo(reference, candidate, inputs, kwargs, rtol=rtol, atol=atol)
     cand_model, cand_name = _onnx_model(candidate, "candidate")
     joined = _joined_values(cand_model)
     flat = flatten_inputs(tuple(inputs), dict(kwargs or {}))
@@ -313,6 +326,13 @@ def _upstream_rows(
             row = row_of.get(value)
             frontier[value] = frozenset((row,)) if row is not None else read
     return result
+
+
+def _stablehlo_program() -> type[StableHLOProgram]:
+    """The StableHLOProgram class (its module imports no JAX)."""
+    from modelprov.stablehlo._program import StableHLOProgram
+
+    return StableHLOProgram
 
 
 def _onnx_model(model: Any, role: str) -> tuple[ir.Model, str]:

@@ -51,11 +51,14 @@ def run_fx_nodes(
     kwargs: dict[str, Any] | None,
     wanted: Iterable[str],
     seen: Callable[[str, np.ndarray | tuple[np.ndarray | None, ...]], None],
+    *,
+    module: torch.fx.GraphModule | None = None,
 ) -> None:
     """Runs ``program`` eagerly on ``args``/``kwargs`` and calls ``seen(node_name, value)``
     for each node of ``wanted`` as soon as its output exists (in the program's order); a node
-    returning several tensors gives a tuple (None for elements that are not tensors)."""
-    module = program.module()
+    returning several tensors gives a tuple (None for elements that are not tensors).
+    ``module``: ``program.module()`` with other weights, to run in its place."""
+    module = program.module() if module is None else module
     flat, _ = torch.utils._pytree.tree_flatten((tuple(args), dict(kwargs or {})))
     recorder = _Recorder(module, frozenset(wanted), seen)  # type: ignore[arg-type]
     with torch.no_grad():
