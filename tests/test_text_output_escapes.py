@@ -130,11 +130,10 @@ def test_command_line_escapes_names(hostile_files: tuple[str, str], tmp_path: st
         assert "\\x1b" in result.stdout + result.stderr, args
 
 
-def test_log_lines_escape_the_names_they_quote() -> None:
-    from modelprov.cli import _PrintableFormatter
+def test_log_lines_escape_the_names_they_quote(capsys: pytest.CaptureFixture[str]) -> None:
+    from modelprov._library_warnings import collected
 
-    record = logging.LogRecord(
-        "modelprov", logging.WARNING, __file__, 1, "module %s: %s", (HOSTILE[0], HOSTILE[3]), None
-    )
-    line = _PrintableFormatter("%(message)s").format(record)
+    with collected(verbose=False, debug=False):
+        logging.getLogger("modelprov").warning("module %s: %s", HOSTILE[0], HOSTILE[3])
+    line = capsys.readouterr().err.rstrip("\n")
     assert line == "module \\x1b]0;owned\\x07: \\u202eevil" and _unsafe(line) == []

@@ -12,16 +12,12 @@ import os
 import stat
 from typing import BinaryIO
 
-__all__ = ["NotRegularFileError", "open_regular", "read_regular"]
-
-
-class NotRegularFileError(OSError):
-    """The path is a FIFO, a device, a socket or a folder, not a regular file."""
+__all__ = ["open_regular", "read_regular"]
 
 
 def open_regular(path: str | os.PathLike[str]) -> BinaryIO:
-    """``path`` opened for binary reading; NotRegularFileError (an OSError whose
-    ``strerror`` says what the path is) when it is no regular file."""
+    """``path`` opened for binary reading; when it is no regular file, an OSError (errno
+    EINVAL) whose ``strerror`` says what it is (a FIFO, a device, a socket or a folder)."""
     name = os.fspath(path)
     descriptor = os.open(name, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     try:
@@ -36,7 +32,7 @@ def open_regular(path: str | os.PathLike[str]) -> BinaryIO:
                 if stat.S_ISSOCK(mode)
                 else "a device"
             )
-            raise NotRegularFileError(
+            raise OSError(
                 errno.EINVAL, f"{kind}, not a regular file; give a file", name
             )
         os.set_blocking(descriptor, True)
