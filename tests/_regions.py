@@ -181,7 +181,12 @@ class RegionResult:
 
 def check_regions(before: ir.Model, after: ir.Model, inputs: Sequence[np.ndarray]) -> RegionResult:
     """Checks that every source of every node of ``after`` lies in its value region."""
-    original = _Original(before, run_every_value(before, inputs))
+    # Graph inputs count as values too: a tool's tensor may equal one (a removed Identity).
+    given = {
+        value.name or "": np.asarray(array)
+        for value, array in zip(before.graph.inputs, inputs, strict=False)
+    }
+    original = _Original(before, {**given, **run_every_value(before, inputs)})
     arrays = run_every_value(after, inputs)
     dynamic = dynamic_values(after.graph)
     graph_inputs = dict(zip(after.graph.inputs, before.graph.inputs, strict=False))
