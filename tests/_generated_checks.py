@@ -95,19 +95,19 @@ def check_case(graph: SourcedGraph, steps: list[Step]) -> None:
         outside = ids - regions.regions.get(label, ids)
         elsewhere = {s for s in outside if any(s in strict[o] for o in strict if o != label)}
         assert not elsewhere, f"{where}: {label} keeps {elsewhere} for recall, carried elsewhere"
-    for label, ids in regions.shared_constants.items():
-        if label in constant:
-            continue  # a constant the tool kept: its own sources, not a fold's
-        elsewhere = {
-            s
-            for s in ids
-            if any(
-                s in strict[o] and s not in regions.shared_constants.get(o, ())
-                for o in strict
-                if o != label
-            )
-        }
-        assert not elsewhere, f"{where}: {label} claims {elsewhere} through a shared constant"
+    for kind, found in (
+        ("constant", regions.shared_constants),
+        ("literal", regions.shared_literals),
+    ):
+        for label, ids in found.items():
+            if label in constant:
+                continue  # a constant the tool kept: its own sources, not a fold's
+            elsewhere = {
+                s
+                for s in ids
+                if any(s in strict[o] and s not in found.get(o, ()) for o in strict if o != label)
+            }
+            assert not elsewhere, f"{where}: {label} claims {elsewhere} through a shared {kind}"
     claimed = set().union(*claims.values()) if claims else set()
     assert expected_ids <= claimed, f"{where}: lost {sorted(expected_ids - claimed)}"
 

@@ -9,7 +9,7 @@ between sources the way the exporter shares them:
 * a shape constant computed by one ``view``'s nodes is read by later ``view``s' Reshapes;
 * a causal mask built by ``index``-like ops on constants only (Trilu, Equal, Where) is read
   by the attention lowering's Add, and its shape (``Shape`` of it) by the attention's
-  Reshape;
+  Reshape; a literal ``index`` created (an axis) is read by the attention's Gather;
 * a zero bias created by the first bias-free Conv is read by the later ones;
 * a scale constant created by one attention is read by the next.
 
@@ -183,10 +183,10 @@ def _attention(b: _Builder, h: ir.Value, i: int, module: str) -> ir.Value:
         b.begin("index", "aten.index.Tensor")
         zero = b.constant(np.array(0.0, np.float32))
         masked = b.node("Equal", [lower, zero])
-        mask = b.shared["mask"] = b.node(
-            "Where",
-            [masked, b.constant(np.array(-1e4, np.float32)), zero],
-        )
+        mask = b.node("Where", [masked, b.constant(np.array(-1e4, np.float32)), zero])
+        # A literal the lowering creates and the exporter shares later (by value).
+        axis = b.shared["axis"] = b.constant(np.array([0], np.int64))
+        mask = b.shared["mask"] = b.node("Squeeze", [b.node("Unsqueeze", [mask, axis]), axis])
     b.begin("scaled_dot_product_attention", "aten.scaled_dot_product_attention.default", module)
     scale = b.shared.get("scale")
     if scale is None:
@@ -195,9 +195,9 @@ def _attention(b: _Builder, h: ir.Value, i: int, module: str) -> ir.Value:
     weights = b.node("Softmax", [b.node("Add", [scores, mask])], axis=-1)
     out = b.node("MatMul", [weights, v])
     # The lowering's Reshape reads the mask's shape (a shape-only read of a shared constant).
-    rows = b.node("Gather", [b.node("Shape", [mask]), b.constant(np.array([0], np.int64))], axis=0)
-    shape = b.node("Concat", [rows, b.constant(np.array([-1], np.int64))], axis=0)
-    return b.node("Reshape", [out, shape])
+    rows = b.node("Gather", [b.node("Shape", [mask]), b.shared["axis"]], axis=0)
+    shape = b.node("Concat", [b.constant(np.array([-1], np.int64)), rows], axis=0)
+    return b.node("Transpose", [b.node("Reshape", [out, shape])], perm=[1, 0])
 
 
 def _image_block(b: _Builder, kind: str, h: ir.Value, history: list[ir.Value], i: int):
