@@ -312,6 +312,24 @@ def merge_duplicates(graph: ir.Graph, rng: random.Random, touched: set[ir.Node])
             break
 
 
+def merge_equal_constants(graph: ir.Graph, rng: random.Random, touched: set[ir.Node]) -> None:
+    """Constant nodes of equal tensors: the first survives, its readers count as touched."""
+    first: dict[tuple[object, ...], ir.Node] = {}
+    for node in list(graph):
+        if node.op_type != "Constant" or node.outputs[0] in graph.outputs:
+            continue
+        tensor = node.attributes["value"].as_tensor()
+        key = (tensor.dtype, tuple(tensor.shape.numpy()), tensor.tobytes())
+        kept = first.setdefault(key, node)
+        if kept is node:
+            continue
+        touched.add(kept)
+        for use in list(node.outputs[0].uses()):
+            touched.add(use.node)
+        node.outputs[0].replace_all_uses_with(kept.outputs[0])
+        graph.remove(node, safe=True)
+
+
 def eliminate_no_ops(graph: ir.Graph, rng: random.Random, touched: set[ir.Node]) -> None:
     """Identity and same-type Cast removed; readers read the input."""
     for node in list(graph):
@@ -407,6 +425,7 @@ REWRITES: dict[str, Rewrite] = {
     "fuse_conv_bn": fuse_conv_bn,
     "split_batch_norm": split_batch_norm,
     "merge_duplicates": merge_duplicates,
+    "merge_equal_constants": merge_equal_constants,
     "eliminate_no_ops": eliminate_no_ops,
     "insert_layout": insert_layout,
 }
@@ -414,9 +433,10 @@ REWRITES: dict[str, Rewrite] = {
 
 def apply_tool(
     proto: onnx.ModelProto, rewrites: list[str], seed: int, *, keep_model_metadata: bool
-) -> tuple[onnx.ModelProto, list[str | None]]:
+) -> tuple[onnx.ModelProto, list[str | None], list[str | None]]:
     """The tool's output for ``proto`` and, per node of it in order, the name the node had
-    in ``proto`` when no rewrite touched it (else None)."""
+    in ``proto`` when no rewrite touched it (else None), and the name it had when it is a
+    node of ``proto`` at all (else None: a node the tool made)."""
     rng = random.Random(seed)
     model = ir.from_proto(proto)
     graph = model.graph
@@ -450,4 +470,4 @@ def apply_tool(
             [v.name for v in node.outputs],
         )
         untouched.append(names.get(node) if node not in touched and before == now else None)
-    return ir.to_proto(model), untouched
+    return ir.to_proto(model), untouched, [names.get(node) for node in graph]

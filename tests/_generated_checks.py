@@ -16,11 +16,13 @@ What must hold (``check_case`` raises AssertionError saying which):
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import numpy as np
 import onnx_ir as ir
 
 import modelprov
+from modelprov.core.keys import KEPT_FOR_RECALL_KEY
 from modelprov.onnx._lookup import node_sources
 from tests._black_box import apply_tool
 from tests._checks import run
@@ -53,18 +55,48 @@ def run_case(graph: SourcedGraph, steps: list[Step]) -> tuple[ir.Model, list[str
             current = modelprov.optimize(current)
             continue
         proto = ir.to_proto(current)
-        output, untouched = apply_tool(
+        output, untouched, origins = apply_tool(
             proto, list(step.rewrites), step.seed, keep_model_metadata=step.keep_model_metadata
         )
         before = _ids(current)
         current = ir.from_proto(modelprov.recover(proto, output, force=True))
-        for (node, found), name in zip(node_sources(current), untouched, strict=True):
+        found_now = node_sources(current)
+        for (node, found), name in zip(found_now, untouched, strict=True):
             if name is not None and [s.id for s in found] != before[name]:
                 problems.append(
                     f"untouched {name} ({node.op_type}) after {step.rewrites}: "
                     f"{[s.id for s in found]} != {before[name]}"
                 )
+        problems += _literals_taking_others(found_now, origins, before, step)
     return current, problems
+
+
+def _marked(node: ir.Node) -> set[str]:
+    """The sources a node carries only for recall."""
+    return set(json.loads(node.metadata_props.get(KEPT_FOR_RECALL_KEY, "[]")))
+
+
+def _literals_taking_others(
+    found_now: list, origins: list[str | None], before: dict[str, list[str]], step: Step
+) -> list[str]:
+    """A Constant node the tool kept that now also claims another node's source, although
+    some node carries that source (a tool merged equal literals into it: it computes
+    none of theirs)."""
+    strict = {
+        source.id
+        for node, found in found_now
+        if node.op_type != "Constant"
+        for source in found
+        if source.id not in _marked(node)
+    }
+    problems = []
+    for (node, found), name in zip(found_now, origins, strict=True):
+        if name is None or node.op_type != "Constant":
+            continue
+        taken = {s.id for s in found} - set(before.get(name, ())) - _marked(node)
+        if taken & strict:
+            problems.append(f"literal {name} after {step.rewrites} takes {sorted(taken & strict)}")
+    return problems
 
 
 def check_case(graph: SourcedGraph, steps: list[Step]) -> None:

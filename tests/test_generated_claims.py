@@ -146,6 +146,16 @@ def _tool(*rewrites: str, seed: int = 0, keep: bool = True) -> Step:
             ],
             id="split-batch-norm-behind-a-layout-pair",
         ),
+        pytest.param(
+            ("sequence", ("attention",), 3),
+            [Step("optimize")],
+            id="a-shared-literal-goes-with-the-mask-not-the-reshape",
+        ),
+        pytest.param(
+            ("sequence", ("attention", "act", "noop"), 1),
+            [_tool("merge_equal_constants")],
+            id="a-kept-literal-takes-no-merged-literals-source",
+        ),
     ],
 )
 def test_generated_regression(recipe, steps) -> None:

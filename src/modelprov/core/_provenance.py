@@ -208,6 +208,9 @@ class Provenance:
         for node, claimed in change.absorbed.items():
             computed = set(updated.get(node, empty))
             own_outputs = change.produced.get(node, set())
+            if own_outputs and _is_literal(node):
+                # A literal standing for equal literals (a tool merged them) computes none.
+                own_outputs = {old for old in own_outputs if not _is_literal(old)}
             for old_node in claimed:
                 if old_node not in constant or old_node in own_outputs:
                     marked = recall.get(old_node, empty)

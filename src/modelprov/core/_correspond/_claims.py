@@ -329,18 +329,28 @@ def _share_within_clusters(
         found = _upstream_boundary(target, before.inputs.__getitem__, claimed_producer)
         return {value for value in found if not is_constant(value)}
 
+    constant_nodes = before.constant_nodes()
     unanchored: list[ir.Node] = []
     for node in new_nodes:
-        if absorbed.get(node):
+        own = absorbed.get(node)
+        if own and not own <= constant_nodes:
             continue
+        # A node that only folded constants (a fused Gemm that took a weight's Transpose)
+        # still computes part of its cluster.
         shared = cluster_claims.get(find(node))
+        if own and shared:
+            shared = shared - own
         if not shared or node in glue:
             # A layout conversion a tool inserted and undid computes nothing of the claim.
-            unanchored.append(node)
+            if not own:
+                unanchored.append(node)
             continue
         available = reads(node)
         computable = {old for old in shared if outside_inputs(old, shared) <= available}
-        absorbed[node] = computable or set(shared)
+        if own:
+            absorbed[node] = own | computable  # it has claims of its own: nothing by default
+        else:
+            absorbed[node] = computable or set(shared)
     return unanchored
 
 
