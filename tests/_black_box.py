@@ -450,7 +450,9 @@ def apply_tool(
         for node in graph
     }
     names = {node: node.name for node in graph}
-    graph.meta["names at start"] = {v.name for node in graph for v in node.outputs}
+    graph.meta["names at start"] = {v.name for node in graph for v in node.outputs} | set(
+        graph.initializers
+    )
     touched: set[ir.Node] = set()
     for name in rewrites:
         REWRITES[name](graph, rng, touched)

@@ -78,7 +78,8 @@ def test_five_thousand_generated_cases() -> None:
         text=True,
         check=False,
     )
-    assert result.returncode == 0, result.stdout[-3000:]
+    lines = [line for line in result.stdout.splitlines() if "W:onnxruntime" not in line]
+    assert result.returncode == 0, "\n".join(lines)[-6000:]
     counts = [int(n) for n in re.findall(r"(\d+) passing, ", result.stdout)]
     assert counts and min(counts) >= THOROUGH_CASES, counts
 

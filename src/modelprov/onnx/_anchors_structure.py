@@ -69,11 +69,12 @@ def merged_duplicates(
     node_anchors: dict[ir.Node, ir.Node], duplicates: dict[ir.Value, ir.Value], taken: set[ir.Node]
 ) -> dict[ir.Value, list[ir.Value]]:
     """New value -> the old duplicates of the old value it is, whose nodes no new node is:
-    the tool merged them into this one (it computes them)."""
+    the tool merged them into this one (it computes them). A removed Identity is no
+    duplicate here: the claim phase gives it to its producer or reader as any no-op."""
     twins: dict[ir.Value, list[ir.Value]] = {}
     for value, kept in duplicates.items():
         producer = value.producer()
-        if producer is not None and producer not in taken:
+        if producer is not None and producer not in taken and producer.op_type != "Identity":
             twins.setdefault(kept, []).append(value)
             twins.setdefault(value, [])
     merged: dict[ir.Value, list[ir.Value]] = {}
