@@ -165,7 +165,8 @@ def test_unwritable_output_is_refused_before_any_work(capsys, with_data, tmp_pat
 def test_in_place_rewrites_model_and_data(with_data):
     result = cli("optimize", str(with_data), "-o", str(with_data), "--in-place")
     assert result.returncode == 0, result.stderr
-    assert sorted(p.name for p in with_data.parent.iterdir()) == ["model.onnx", "model.onnx.data"]
+    # optimize loads the weights and embeds them: the data file no model reads is removed
+    assert sorted(p.name for p in with_data.parent.iterdir()) == ["model.onnx"]
     proto = load_model_proto(with_data)
     assert "modelprov.sources" in {p.key for p in proto.metadata_props}
 

@@ -20,6 +20,7 @@ import onnx_ir as ir
 import pytest
 
 from modelprov._io import atomic_write_bytes, save_model
+from modelprov._output import writer_tag
 from tests._cli import ROOT
 from tests._synthetic import synthetic_model
 
@@ -84,10 +85,10 @@ def test_the_next_small_write_cleans_up_too_but_never_a_live_writers_files(tmp_p
         capture_output=True,
         text=True,
     )
-    gone = int(dead.stdout)
-    stale_file = tmp_path / f".report.html.modelprov-{gone}-{'a' * 16}.tmp"
-    stale_dir = tmp_path / f".modelprov-{gone}-{'b' * 16}"
-    live_file = tmp_path / f".x.modelprov-{os.getppid()}-{'c' * 16}.tmp"
+    gone, tag = int(dead.stdout), writer_tag()
+    stale_file = tmp_path / f".report.html.modelprov-{gone}-{tag}-{'a' * 16}.tmp"
+    stale_dir = tmp_path / f".modelprov-{gone}-{tag}-{'b' * 16}"
+    live_file = tmp_path / f".x.modelprov-{os.getppid()}-{tag}-{'c' * 16}.tmp"
     someone_else = tmp_path / ".model.onnx.abc.tmp"
     stale_file.write_bytes(b"partial")
     stale_dir.mkdir()

@@ -4,10 +4,8 @@ Reads fail with errors that name the file and say what is wrong; external data i
 before anything is read (its files must lie inside the model's folder, exist and be long
 enough) and loaded only when asked. Writes are atomic (a temporary file in the destination
 folder, then a rename), external data included, so a failure never leaves a half-written
-model behind. Temporary files are named ``.<output>.modelprov-<pid>-<token>.tmp`` (folders
-``.modelprov-<pid>-<token>``); the next write to a folder removes those whose process is
-gone (a write killed by SIGKILL), so nothing is left behind for long. Outputs get the
-permissions the umask gives new files.
+model behind; where outputs may go, how temporaries are named and cleaned up, and how a
+model and its data file are replaced as a pair is :mod:`modelprov._output`'s job.
 """
 
 from __future__ import annotations
@@ -15,8 +13,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import re
-import secrets
 import shutil
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import BinaryIO
@@ -25,6 +21,20 @@ import onnx
 import onnx_ir as ir
 from google.protobuf.message import DecodeError
 
+from modelprov._external_tensors import embedded_external_tensors, set_base_dir
+from modelprov._input_files import open_regular
+from modelprov._output import (
+    check_replaceable,
+    data_file_name,
+    data_files_of,
+    folder_lock,
+    keep_metadata,
+    output_target,
+    remove_stale_temporaries,
+    stat_of,
+    temporary_beside,
+    temporary_name,
+)
 from modelprov._proto_write import write_message
 from modelprov.errors import InvalidModelError, OutputError, UsageError
 
@@ -39,6 +49,7 @@ __all__ = [
     "model_from_proto",
     "remove_stale_temporaries",
     "save_model",
+    "set_base_dir",
 ]
 
 PROTOBUF_LIMIT = 2**31 - 1
@@ -63,6 +74,8 @@ def _check_path(path: str | os.PathLike[str]) -> str:
         raise InvalidModelError(f"{name}: no such file; check the path")
     if os.path.isdir(name):
         raise InvalidModelError(f"{name}: is a directory, not an ONNX model file")
+    if not os.path.isfile(name):
+        raise InvalidModelError(f"{name}: is a FIFO, device or socket, not an ONNX model file")
     if os.path.getsize(name) == 0:
         raise InvalidModelError(f"{name}: the file is empty, not an ONNX model")
     return name
@@ -123,6 +136,11 @@ def external_data_of(proto: onnx.ModelProto, model_path: str) -> list[ExternalDa
         where = f"{model_path}: tensor {tensor.name!r} stores its data in {location!r}"
         if not location:
             raise InvalidModelError(f"{where}, which names no file; the model is corrupt")
+        if not isinstance(location, str) or "\0" in location:
+            raise InvalidModelError(
+                f"{where}, which is no file name (a NUL byte or invalid UTF-8); the model is "
+                "corrupt: fix the tensor's location"
+            )
         if os.path.isabs(location) or location.startswith(("/", "\\")) or ":" in location[:3]:
             raise InvalidModelError(
                 f"{where}, an absolute path; external data must lie inside the model's "
@@ -229,7 +247,7 @@ def model_from_proto(proto: onnx.ModelProto, path: str | os.PathLike[str]) -> ir
         merge_duplicate_keys(copy)
         proto = copy
     model = read_proto(proto, os.fspath(path))
-    ir.external_data.set_base_dir(model.graph, base_dir)
+    set_base_dir(model, base_dir)
     return model
 
 
@@ -238,127 +256,81 @@ def check_output(
     inputs: Sequence[str | os.PathLike[str]],
     *,
     in_place: bool = False,
+    allow_with: str | None = None,
 ) -> str:
     """Checks, before any work, that ``output`` can be written and overwrites no input.
 
-    The output and its ``.data`` file must not be an input or one of the inputs' external
-    data files unless ``in_place``; the output folder must exist and be writable.
-    Returns the output path.
+    The output (a regular file or a missing path, symlinks followed, see
+    :mod:`modelprov._output`) and its ``.data`` file must not be an input or one of the
+    inputs' external data files unless ``in_place``; the output folder must exist and be
+    writable. ``allow_with`` names the caller's flag that allows overwriting an input (the
+    error advises it), None when there is none. Returns the output path.
     """
     name = os.fspath(output)
-    written = [name, name + ".data"]
+    target = output_target(name)
+    written = [target, target + ".data"]
     read: list[str] = []
     for each in inputs:
         read.append(os.fspath(each))
         with contextlib.suppress(InvalidModelError):
             read.extend(item.path for item in external_data_of(_quick_proto(each), os.fspath(each)))
-    for target in written:
+    for path in written:
         for source in read:
             if (
                 not in_place
-                and os.path.exists(target)
+                and os.path.exists(path)
                 and os.path.exists(source)
-                and os.path.samefile(target, source)
+                and os.path.samefile(path, source)
             ):
+                allow = f"pass {allow_with} to allow it, or " if allow_with else ""
                 raise UsageError(
-                    f"{name}: the output would overwrite the input {source}; pass "
-                    "--in-place to allow it, or choose another output"
+                    f"{name}: the output would overwrite the input {source}; {allow}"
+                    "choose another output"
                 )
-    folder = os.path.dirname(os.path.abspath(name))
-    if os.path.isdir(name):
-        raise OutputError(f"{name}: is a directory; give an output file name")
-    if not os.path.isdir(folder):
-        raise OutputError(f"{name}: the output folder {folder} does not exist")
-    with _temporary_beside(name):
+    with temporary_beside(target):
         pass
     return name
 
 
 def _quick_proto(path: str | os.PathLike[str]) -> onnx.ModelProto:
     proto = onnx.ModelProto()
-    with contextlib.suppress(OSError, DecodeError), open(path, "rb") as stream:
+    with contextlib.suppress(OSError, DecodeError), open_regular(path) as stream:
         proto.ParseFromString(stream.read())
     return proto
 
 
-_TEMPORARY = re.compile(r"^\.(?:.+\.)?modelprov-(?P<pid>\d+)-[0-9a-f]{16}(?:\.tmp)?$")
-
-
-def _temporary_name(prefix: str) -> str:
-    return f"{prefix}modelprov-{os.getpid()}-{secrets.token_hex(8)}"
-
-
-def _process_gone(pid: int) -> bool:
-    if pid == os.getpid():
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except (PermissionError, OSError):
-        return False
-    return False
-
-
-def remove_stale_temporaries(folder: str) -> list[str]:
-    """Removes modelprov's temporary files and folders in ``folder`` whose writing process
-    is gone (killed mid-write); returns their paths. Others' files are never touched."""
-    removed: list[str] = []
-    try:
-        entries = list(os.scandir(folder))
-    except OSError:
-        return removed
-    for entry in entries:
-        match = _TEMPORARY.match(entry.name)
-        if match is None or not _process_gone(int(match["pid"])):
-            continue
-        with contextlib.suppress(OSError):
-            if entry.is_dir(follow_symlinks=False):
-                shutil.rmtree(entry.path)
-            else:
-                os.unlink(entry.path)
-            removed.append(entry.path)
-    return removed
-
-
-@contextlib.contextmanager
-def _temporary_beside(path: str, suffix: str = "") -> Iterator[str]:
-    """A new empty file beside ``path`` (umask permissions), removed unless renamed."""
-    folder = os.path.dirname(os.path.abspath(path)) or "."
-    if not os.path.isdir(folder):
-        raise OutputError(f"{path}: the output folder {folder} does not exist")
-    remove_stale_temporaries(folder)
-    temporary = os.path.join(
-        folder, _temporary_name(f".{os.path.basename(path)}.") + suffix + ".tmp"
-    )
-    try:
-        handle = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-    except OSError as error:
-        raise OutputError(f"{path}: cannot write in {folder}: {error.strerror or error}") from None
-    os.close(handle)
-    try:
-        yield temporary
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temporary)
-
-
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
-    """Writes ``data`` to ``path`` atomically."""
+    """Writes ``data`` to ``path`` atomically (a regular file or a missing path; a symlink's
+    target is written; the replaced file's mode and owner are kept)."""
     _atomic_write(path, lambda stream: stream.write(data))
 
 
-def _atomic_write(path: str | os.PathLike[str], write: Callable[[BinaryIO], object]) -> None:
-    """Writes to ``path`` atomically what ``write`` writes to the stream it is given."""
+def _atomic_write(
+    path: str | os.PathLike[str],
+    write: Callable[[BinaryIO], object],
+    *,
+    after_commit: Callable[[str], None] | None = None,
+) -> None:
+    """Writes to ``path`` atomically what ``write`` writes to the stream it is given;
+    ``after_commit(target)`` runs once the new file is in place, under the folder's lock."""
     name = os.fspath(path)
-    with _temporary_beside(name) as temporary:
+    target = output_target(name)
+    old = stat_of(target)
+    with temporary_beside(target) as temporary:
         try:
             with open(temporary, "wb") as stream:
                 write(stream)
                 stream.flush()
                 os.fsync(stream.fileno())
-            os.replace(temporary, name)
+            keep_metadata(temporary, old)
+            with folder_lock(os.path.dirname(os.path.abspath(target))):
+                check_replaceable(target)
+                os.replace(temporary, target)
+                if after_commit is not None:
+                    after_commit(target)
         except OSError as error:
+            if isinstance(error, OutputError):
+                raise
             raise OutputError(f"{name}: cannot be written: {error.strerror or error}") from None
 
 
@@ -369,14 +341,27 @@ def _tensors_of(model: ir.Model) -> Iterable[ir.TensorProtocol]:
                 yield value.const_value
 
 
+def _remove_data_files(target: str, keep: str | None = None) -> None:
+    """Removes the data files of ``target`` the model just committed there does not read
+    (``keep``, a base name, is the one it reads)."""
+    for path in data_files_of(target):
+        if os.path.basename(path) != keep:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+
+
 def save_model(
     model: ir.Model, path: str | os.PathLike[str], *, external_data: bool | None = None
-) -> None:
+) -> list[str]:
     """Saves atomically; weights go to ``<name>.data`` when asked or when over 2 GB.
+    Returns the files written: the model, then its data file when there is one.
 
     Weights still on disk (``ir.ExternalTensor``, e.g. from :func:`load_model`) are always
-    copied into ``<name>.data``: a reference to the input's data file would break when the
-    output lives elsewhere, and would tie the output to the input.
+    copied into ``<name>.data`` (attribute tensors, a Constant's value, are embedded): a
+    reference to the input's data file would break when the output lives elsewhere, and
+    would tie the output to the input. While ``<name>.data`` exists (the model being
+    replaced reads it, e.g. ``--in-place``), the new data goes to ``<name>.<token>.data``:
+    the model file's rename commits both, and the old data file is removed after it.
     """
     name = os.fspath(path)
     tensors = list(_tensors_of(model))
@@ -384,27 +369,70 @@ def save_model(
     on_disk = any(isinstance(tensor, ir.ExternalTensor) for tensor in tensors)
     if external_data is None:
         external_data = on_disk or size >= PROTOBUF_LIMIT // 2
-    if not external_data:
-        proto = ir.to_proto(model)
-        # Written in pieces: the whole serialized model never sits beside the proto.
-        _atomic_write(name, lambda stream: write_message(proto, stream))
-        return
-    data_name = os.path.basename(name) + ".data"
-    folder = os.path.dirname(os.path.abspath(name))
-    if not os.path.isdir(folder):
-        raise OutputError(f"{name}: the output folder {folder} does not exist")
+    with embedded_external_tensors(model, limit=PROTOBUF_LIMIT // 2):
+        if not external_data:
+            proto = ir.to_proto(model)
+            # Written in pieces: the whole serialized model never sits beside the proto.
+            _atomic_write(
+                name, lambda stream: write_message(proto, stream), after_commit=_remove_data_files
+            )
+            return [name]
+        return _save_with_data_file(model, name)
+
+
+def _save_with_data_file(model: ir.Model, name: str) -> list[str]:
+    """The model and its new data file, written and then committed as a pair."""
+    target = output_target(name)
+    folder = os.path.dirname(os.path.abspath(target))
+    old_data = data_files_of(target)
+    old_model = stat_of(target)
+    data_name = data_file_name(target)
+    data_path = os.path.join(folder, data_name)
     remove_stale_temporaries(folder)
-    staging = os.path.join(folder, _temporary_name("."))
+    staging = os.path.join(folder, temporary_name(folder))
     try:
         os.mkdir(staging)
         try:
-            staged = os.path.join(staging, os.path.basename(name))
+            staged = os.path.join(staging, os.path.basename(target))
             ir.save(model, staged, external_data=data_name)
             staged_data = os.path.join(staging, data_name)
-            if os.path.exists(staged_data):
-                os.replace(staged_data, os.path.join(folder, data_name))
-            os.replace(staged, name)
+            has_data = os.path.exists(staged_data)
+            for each in [staged, staged_data] if has_data else [staged]:
+                with open(each, "rb") as stream:
+                    os.fsync(stream.fileno())
+            keep_metadata(staged, old_model)
+            if has_data:
+                keep_metadata(staged_data, stat_of(old_data[0]) if old_data else old_model)
+            with folder_lock(folder):
+                _commit(staged, target, staged_data if has_data else None, data_path)
+                _remove_data_files(target, keep=data_name if has_data else None)
+            written = [name]
+            if has_data:
+                written.append(os.path.join(os.path.dirname(name), data_name))
         finally:
             shutil.rmtree(staging, ignore_errors=True)
     except OSError as error:
+        if isinstance(error, OutputError):
+            raise
         raise OutputError(f"{name}: cannot write in {folder}: {error.strerror or error}") from None
+    return written
+
+
+def _commit(staged: str, target: str, staged_data: str | None, data_path: str) -> None:
+    """Moves the new data file in (under a name no model reads yet), then the model: its
+    rename is the one step that switches to the new pair."""
+    check_replaceable(target)
+    if staged_data is None:
+        os.replace(staged, target)
+        return
+    if os.path.lexists(data_path):
+        raise OutputError(
+            f"{target}: another write made {data_path} meanwhile; nothing was replaced, write again"
+        )
+    os.replace(staged_data, data_path)
+    try:
+        os.replace(staged, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(data_path)
+        raise

@@ -107,7 +107,7 @@ class Provenance:
             if marked is None:
                 continue
             where = f"node {node_label(node, position)!r}"
-            ids = parse_ids(marked, where=where)
+            ids = parse_ids(marked, where=where, key=KEPT_FOR_RECALL_KEY)
             provenance.kept_for_recall[node] = (
                 frozenset(table.index_of(i) for i in ids if i in table) & node_sources[node]
             )
@@ -127,7 +127,7 @@ class Provenance:
             for value in node.outputs:
                 explicit = value.metadata_props.get(OUTPUT_OF_KEY)
                 if explicit is not None:
-                    ids = parse_ids(explicit, where=f"value {value.name!r}")
+                    ids = parse_ids(explicit, where=f"value {value.name!r}", key=OUTPUT_OF_KEY)
                     result[value] = frozenset(
                         self.table.index_of(i) for i in ids if i in self.table
                     )
@@ -311,6 +311,7 @@ class Provenance:
                     sorted(own), outputs, policies, label=label, max_bytes=max_bytes
                 )
             props = node.metadata_props
+            foreign: dict[str, str] = {}
             # Equal contents in the same order (the order is the file's): nothing to write.
             if props != merged or not all(map(operator.eq, props, merged)):
                 # Unless the node holds exactly ``merged`` already (a node left as it was
@@ -337,11 +338,13 @@ class Provenance:
                 else:
                     own_id = own_ids[index] = _own_id(table, index)
                 source_id = table.id_of(index)
-                if own_id is not None and (own_id or f"node:{label}") == source_id:
+                # A node holding keys of no source besides (a rewrite rule's name) does not
+                # hold its source verbatim: read back, they would join the source's keys.
+                if not foreign and own_id is not None and (own_id or f"node:{label}") == source_id:
                     carried.add(source_id)
                 else:
                     props[NODE_SOURCES_KEY] = dump_ids([source_id])
-            elif index >= 0 and self._carries(index, label, merged):
+            elif index >= 0 and not foreign and self._carries(index, label, merged):
                 carried.add(table.id_of(index))
             elif own:
                 props[NODE_SOURCES_KEY] = dump_ids(table.ids(own))

@@ -18,20 +18,25 @@ locations.
 
 from __future__ import annotations
 
+import collections
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from modelprov.core._sources import Source
 from modelprov.core._stack_trace import Frame
+from modelprov.errors import StableHLOError
 from modelprov.stablehlo._frames import is_tool_file
 
 __all__ = [
+    "MAX_LOCATION_PARTS",
     "decode",
+    "decoder",
     "located_source",
     "location_name",
     "provenance_location",
     "relocate",
+    "walk_names",
     "with_aliases",
     "without_frames",
 ]
@@ -145,6 +150,55 @@ def without_frames(ir: Any, location: Any) -> Any:
     return ir.Location.unknown()
 
 
+MAX_LOCATION_PARTS = 100_000
+"""Most locations (names, fused parts, call sites) one op's location is walked through."""
+
+
+def walk_names(
+    ir: Any, location: Any, stop: Callable[[str, Any], bool]
+) -> Iterator[tuple[str, Any, bool]]:
+    """Every name in ``location`` breadth first, as ``(name, child location, stopped)``.
+
+    Fused locations give each part, call sites their callee; the walk goes on into the
+    child of a name that ``stop(name, child)`` rejects. Each distinct location is visited
+    once, so the walk is linear in the location's size even when its parts are shared
+    (aliases make a DAG); more than ``MAX_LOCATION_PARTS`` of them raise StableHLOError.
+    The one walker of the readers (:func:`decode`) and of the exporter (``_attach``).
+    """
+    pending = collections.deque([location])
+    seen = {_identity(location)}
+    while pending:
+        loc = pending.popleft()
+        typeid = loc.typeid
+        children: Iterable[Any] = ()
+        if typeid == ir.NameLoc.static_typeid:
+            name_loc = ir.NameLoc(loc)
+            name, child = str(name_loc.name_str), name_loc.child_loc
+            stopped = stop(name, child)
+            yield name, child, stopped
+            if not stopped:
+                children = (child,)
+        elif typeid == ir.FusedLoc.static_typeid:
+            children = ir.FusedLoc(loc).locations
+        elif typeid == ir.CallSiteLoc.static_typeid:
+            children = (ir.CallSiteLoc(loc).callee,)
+        for child in children:
+            key = _identity(child)
+            if key not in seen:
+                seen.add(key)
+                pending.append(child)
+        if len(seen) > MAX_LOCATION_PARTS:
+            raise StableHLOError(
+                f"a location has more than {MAX_LOCATION_PARTS:,} parts ({str(location)[:80]}"
+                "...); pass MLIR whose locations name fewer sources"
+            )
+
+
+def _identity(location: Any) -> Any:
+    """What tells distinct locations apart (the uniqued attribute), hashable."""
+    return getattr(location, "attr", location)
+
+
 def decode(ir: Any, location: Any) -> list[Source]:
     """The provenance names in ``location`` (a Location of the binding module ``ir``), as
     sources (:func:`located_source`).
@@ -154,26 +208,34 @@ def decode(ir: Any, location: Any) -> list[Source]:
     frames are the lowering tools' (JAX's own locations) are looked through to their child.
     Entries are distinct, in order.
     """
-    found: list[Source] = []
-    pending = [location]
-    while pending:
-        loc = pending.pop(0)
-        typeid = loc.typeid
-        if typeid == ir.NameLoc.static_typeid:
-            name_loc = ir.NameLoc(loc)
-            match = _NAME.match(str(name_loc.name_str))
-            child = name_loc.child_loc
-            if match is not None and _is_frame_chain(ir, child):
-                entry = located_source(match["module"] or "", match["node"], _frames(ir, child))
-                if entry not in found:
-                    found.append(entry)
-            else:
-                pending.append(child)
-        elif typeid == ir.FusedLoc.static_typeid:
-            pending.extend(ir.FusedLoc(loc).locations)
-        elif typeid == ir.CallSiteLoc.static_typeid:
-            pending.append(ir.CallSiteLoc(loc).callee)
-    return found
+
+    def is_provenance(name: str, child: Any) -> bool:
+        return _NAME.match(name) is not None and _is_frame_chain(ir, child)
+
+    found: dict[tuple[str, str, tuple[Frame, ...]], Source] = {}
+    for name, child, stopped in walk_names(ir, location, is_provenance):
+        if stopped:
+            match = _NAME.match(name)
+            assert match is not None
+            frames = _frames(ir, child)
+            key = (match["module"] or "", match["node"], frames)
+            if key not in found:
+                found[key] = located_source(*key)
+    return list(found.values())
+
+
+def decoder(ir: Any) -> Callable[[Any], list[Source]]:
+    """:func:`decode` for many ops: a location shared by ops (or by aliases) is read once."""
+    cache: dict[Any, list[Source]] = {}
+
+    def decode_once(location: Any) -> list[Source]:
+        key = _identity(location)
+        found = cache.get(key)
+        if found is None:
+            found = cache[key] = decode(ir, location)
+        return list(found)
+
+    return decode_once
 
 
 def _is_frame_chain(ir: Any, location: Any) -> bool:
