@@ -40,6 +40,13 @@ from modelprov.core._provenance import Provenance
 from modelprov.core.keys import CONFIDENCE_KEY, RECOVER_REPORT_FORMAT
 from modelprov.core.policy import Policies
 from modelprov.errors import CorrespondenceError, keyword
+from modelprov.onnx._anchors_structure import (
+    anchor_by_structure,
+    duplicate_values,
+    merged_duplicates,
+    same_attributes,
+    same_type,
+)
 from modelprov.onnx._convert import ModelInput, model_input
 from modelprov.onnx._correspondence_check import correspondence_problems
 from modelprov.onnx._correspondence_run import RunComparison, compare_by_running, runnable
@@ -189,8 +196,10 @@ def _repair_ir(model: ir.Model) -> list[str]:
 
 def _anchors(
     original: ir.Model, optimized: ir.Model
-) -> tuple[dict[ir.Node, ir.Node], dict[ir.Value, ir.Value]]:
-    """Node and value anchors between the two models, from names and graph boundaries."""
+) -> tuple[dict[ir.Node, ir.Node], dict[ir.Value, ir.Value], dict[ir.Value, list[ir.Value]]]:
+    """Node and value anchors between the two models, from names, graph boundaries and
+    structure; and, per new value, the further old values it equals (duplicates a tool
+    merged into it)."""
     old_values: dict[str, ir.Value] = {}
     for value in [*original.graph.inputs, *original.graph.initializers.values()]:
         if value.name:
@@ -206,11 +215,12 @@ def _anchors(
     new_values.extend(value for node in new_nodes for value in node.outputs)
     for value in new_values:
         old = old_values.get(value.name or "")
-        if old is not None and _same_type(old, value):
+        if old is not None and same_type(old, value):
             value_anchors[value] = old
     # Paired by position; under force the two may differ in number.
     for new, old in zip(optimized.graph.outputs, original.graph.outputs, strict=False):
         value_anchors.setdefault(new, old)
+    duplicates = duplicate_values(old_nodes)
     node_anchors: dict[ir.Node, ir.Node] = {}
     rewritten: list[tuple[ir.Node, ir.Node]] = []
     taken: set[ir.Node] = set()
@@ -230,11 +240,21 @@ def _anchors(
             or len(old_node.outputs) != len(node.outputs)
         ):
             continue
-        if _same_attributes(node, old_node) and _same_inputs(node, old_node, value_anchors):
+        if same_attributes(node, old_node) and _same_inputs(
+            node, old_node, value_anchors, duplicates
+        ):
             node_anchors[node] = old_node
             taken.add(old_node)
         else:
             rewritten.append((node, old_node))
+    anchor_by_structure(
+        (original.graph, old_nodes),
+        (optimized.graph, new_nodes),
+        duplicates,
+        node_anchors,
+        value_anchors,
+        taken,
+    )
     # A rewritten node still reads, slot by slot, what stands in for the old node's inputs:
     # a tensor the tool made fresh in that slot takes the old input's place. When the node
     # is otherwise unchanged (op, attributes, arity) and reads a tensor that took the name
@@ -244,7 +264,7 @@ def _anchors(
     for node, old_node in rewritten:
         if len(node.inputs) != len(old_node.inputs):
             continue
-        unchanged_op = _same_attributes(node, old_node)
+        unchanged_op = same_attributes(node, old_node)
         for new_input, old_input in zip(node.inputs, old_node.inputs, strict=True):
             if new_input is None or old_input is None:
                 continue
@@ -254,34 +274,28 @@ def _anchors(
                 and named is not old_input
                 and named.producer() is not None
                 and named.producer() not in taken
-                and _same_type(old_input, new_input)
+                and same_type(old_input, new_input)
             ):
                 value_anchors[new_input] = old_input
-        if unchanged_op and old_node not in taken and _same_inputs(node, old_node, value_anchors):
+        if (
+            unchanged_op
+            and old_node not in taken
+            and _same_inputs(node, old_node, value_anchors, duplicates)
+        ):
             node_anchors[node] = old_node
             taken.add(old_node)
-    return node_anchors, value_anchors
-
-
-def _same_type(old: ir.Value, new: ir.Value) -> bool:
-    """False when the two values' known dtypes or known ranks and dimensions differ: a
-    tool reused a name for another tensor (e.g. after moving a reshape upstream)."""
-    if old.dtype is not None and new.dtype is not None and old.dtype != new.dtype:
-        return False
-    if old.shape is None or new.shape is None:
-        return True
-    if len(old.shape) != len(new.shape):
-        return False
-    return all(
-        not isinstance(a, int) or not isinstance(b, int) or a == b
-        for a, b in zip(old.shape, new.shape, strict=True)
-    )
+    return node_anchors, value_anchors, merged_duplicates(node_anchors, duplicates, taken)
 
 
 _PASS_THROUGH = frozenset({"Identity", "Dropout"})
 
 
-def _same_inputs(node: ir.Node, old_node: ir.Node, value_anchors: dict[ir.Value, ir.Value]) -> bool:
+def _same_inputs(
+    node: ir.Node,
+    old_node: ir.Node,
+    value_anchors: dict[ir.Value, ir.Value],
+    duplicates: dict[ir.Value, ir.Value],
+) -> bool:
     """True when the node reads what the old node read.
 
     An input may be renamed, or may now skip pass-through ops (Identity, Dropout) the tool
@@ -295,7 +309,10 @@ def _same_inputs(node: ir.Node, old_node: ir.Node, value_anchors: dict[ir.Value,
             return False
         if new is None or old is None or new not in value_anchors:
             continue
-        if not _skips_no_ops(old, value_anchors[new]):
+        anchor = value_anchors[new]
+        if duplicates.get(anchor, anchor) is duplicates.get(old, old):
+            continue  # the tool merged the duplicate the node read into its twin
+        if not _skips_no_ops(old, anchor):
             return False
     return True
 
@@ -326,14 +343,6 @@ def _skips_no_ops(old: ir.Value, wanted: ir.Value) -> bool:
         current = producer.inputs[0]
         steps += 1
     return current is wanted
-
-
-def _same_attributes(node: ir.Node, old_node: ir.Node) -> bool:
-    if set(node.attributes) != set(old_node.attributes):
-        return False
-    return all(
-        str(node.attributes[name]) == str(old_node.attributes[name]) for name in node.attributes
-    )
 
 
 def _confidence(
@@ -404,12 +413,13 @@ def recover_ir(
     logger.info("recover: correspondence %s", decided)
     repaired = _repair_ir(optimized)
     provenance = Provenance.read(original)
-    node_anchors, value_anchors = _anchors(original, optimized)
+    node_anchors, value_anchors, merged = _anchors(original, optimized)
     change = correspond(
         Snapshot.of(original.graph),
         optimized.graph,
         node_anchors=node_anchors,
         value_anchors=value_anchors,
+        equal_values=merged,
     )
     produces_known = {
         node
