@@ -1,9 +1,10 @@
 """The ``modelprov`` console script: the package is imported under a Ctrl-C guard.
 
-Importing modelprov takes about a second (onnx, onnx_ir, numpy). An interrupt during that
-import happens before ``modelprov.cli.main`` can handle it, and Python would print a
-traceback; this module, outside the package, catches it and exits like the command line
-does when interrupted.
+Importing the command line loads no onnx or torch (``--version`` and ``--help`` answer at
+once), but a command imports them as it starts, and on a busy machine that takes seconds. An
+interrupt during an import before ``modelprov.cli.main`` runs would print a traceback; this
+module, outside the package, catches it and exits like the command line does when
+interrupted.
 """
 
 from __future__ import annotations

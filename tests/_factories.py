@@ -48,3 +48,96 @@ def tiny_gpt2_batches() -> list[Any]:
 
     generator = torch.Generator().manual_seed(1)
     return [torch.randint(0, 64, (2, length), generator=generator) for length in (4, 8)]
+
+
+def cond_model() -> tuple[Any, ...]:
+    """torch.cond, three lines: sin when the sum is positive, cos otherwise."""
+    import torch
+
+    class Cond(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.cond(x.sum() > 0, lambda t: t.sin(), lambda t: t.cos(), (x,))
+
+    return Cond().eval(), (torch.randn(2, 4),)
+
+
+def nested_cond() -> tuple[Any, ...]:
+    """torch.cond inside torch.cond, branches closing over a module, a parameter and a
+    value computed before the cond."""
+    import torch
+
+    class NestedCond(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.proj = torch.nn.Linear(4, 4)
+            self.scale = torch.nn.Parameter(torch.linspace(0.5, 2.0, 4))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            mean = x.mean()
+
+            def positive(t: torch.Tensor) -> torch.Tensor:
+                return torch.cond(
+                    t.max() > 1, lambda u: self.proj(u) * mean, lambda u: u - mean, (t,)
+                )
+
+            return torch.cond(x.sum() > 0, positive, lambda t: t * self.scale, (x,))
+
+    torch.manual_seed(0)
+    return NestedCond().eval(), (torch.randn(2, 4),)
+
+
+def while_loop_model() -> tuple[Any, ...]:
+    """torch.while_loop: doubles its input three times, a Linear after the loop."""
+    import torch
+
+    class WhileLoop(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.proj = torch.nn.Linear(4, 4)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            def body(i: torch.Tensor, t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+                return i + 1, t * 2
+
+            start = torch.zeros((), dtype=torch.int64)
+            return self.proj(torch.while_loop(lambda i, t: i < 3, body, (start, x))[1])
+
+    torch.manual_seed(0)
+    return WhileLoop().eval(), (torch.randn(2, 4),)
+
+
+def no_grad_block() -> tuple[Any, ...]:
+    """A ``with torch.no_grad():`` block in forward (torch.export's wrap_with_set_grad_enabled)."""
+    import torch
+
+    class NoGradBlock(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.proj = torch.nn.Linear(4, 4)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            with torch.no_grad():
+                hidden = self.proj(x)
+            return hidden.relu()
+
+    torch.manual_seed(0)
+    return NoGradBlock(), (torch.randn(2, 4),)
+
+
+def noisy() -> tuple[Any, ...]:
+    """A model adding uniform noise: onnxruntime's random numbers are not torch's, so
+    ``export --verify`` must fail on it."""
+    import torch
+
+    class Noisy(torch.nn.Module):  # type: ignore[misc]
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x + torch.rand_like(x)
+
+    return Noisy().eval(), (torch.zeros(2, 8),)
+
+
+def mlp_dynamic_shapes() -> tuple[Any, ...]:
+    """``--dynamic-shapes MODULE:FACTORY`` for :func:`mlp`: torch.export's own Dim, bounded."""
+    import torch
+
+    return ({0: torch.export.Dim("rows", min=1, max=64)},)

@@ -93,6 +93,13 @@ class _Original:
             if node not in self.constant
             for source in ids
         }
+        self.literals = {node for node in self.nodes if _is_literal(node)}
+        self.computing = {
+            source
+            for node, ids in self.sources.items()
+            if node not in self.literals
+            for source in ids
+        }
         self.ancestry: dict[ir.Node, int] = {}
         for i, node in enumerate(self.nodes):
             bits = 1 << i
@@ -150,6 +157,10 @@ class _Original:
         return found
 
 
+def _is_literal(node: ir.Node) -> bool:
+    return node.op_type == "Constant" and not node.inputs
+
+
 def _most_upstream(original: _Original, candidates: list[ir.Value]) -> list[ir.Value]:
     return [
         value
@@ -177,11 +188,19 @@ class RegionResult:
     are operations computing on data elsewhere (a constant the exporter shared)."""
     kept_for_recall: dict[str, set[str]]
     """Node label -> sources the node marks as carried only so they are not lost."""
+    shared_literals: dict[str, set[str]] = dataclasses.field(default_factory=dict)
+    """Node label -> sources it claims only through Constant nodes in its region, although
+    they compute something besides literals (a literal the exporter shared)."""
 
 
 def check_regions(before: ir.Model, after: ir.Model, inputs: Sequence[np.ndarray]) -> RegionResult:
     """Checks that every source of every node of ``after`` lies in its value region."""
-    original = _Original(before, run_every_value(before, inputs))
+    # Graph inputs count as values too: a tool's tensor may equal one (a removed Identity).
+    given = {
+        value.name or "": np.asarray(array)
+        for value, array in zip(before.graph.inputs, inputs, strict=False)
+    }
+    original = _Original(before, {**given, **run_every_value(before, inputs)})
     arrays = run_every_value(after, inputs)
     dynamic = dynamic_values(after.graph)
     graph_inputs = dict(zip(after.graph.inputs, before.graph.inputs, strict=False))
@@ -217,6 +236,7 @@ def check_regions(before: ir.Model, after: ir.Model, inputs: Sequence[np.ndarray
     regions: dict[str, set[str]] = {}
     shared: dict[str, set[str]] = {}
     marked_all: dict[str, set[str]] = {}
+    literals: dict[str, set[str]] = {}
     checked = 0
     for position, (node, found) in enumerate(node_sources(after)):
         if node.graph is not after.graph:
@@ -242,10 +262,13 @@ def check_regions(before: ir.Model, after: ir.Model, inputs: Sequence[np.ndarray
         region_nodes = original.region(targets, stops - set(targets))
         allowed: set[str] = set()
         computed: set[str] = set()
+        beyond_literals: set[str] = set()
         for each in region_nodes:
             allowed.update(original.sources[each])
             if each not in original.constant:
                 computed.update(original.sources[each])
+            if each not in original.literals:
+                beyond_literals.update(original.sources[each])
         label = node.name or f"{node.op_type}@{position}"
         marked = set(json.loads(node.metadata_props.get(KEPT_FOR_RECALL_KEY, "[]")))
         if marked:
@@ -264,6 +287,16 @@ def check_regions(before: ir.Model, after: ir.Model, inputs: Sequence[np.ndarray
         }
         if through_constants:
             shared[label] = through_constants
+        through_literals = {
+            s.id
+            for s in found
+            if s.id in allowed
+            and s.id not in beyond_literals
+            and s.id in original.computing
+            and s.id not in marked
+        }
+        if through_literals:
+            literals[label] = through_literals
         checked += 1
     return RegionResult(
         violations=violations,
@@ -271,6 +304,7 @@ def check_regions(before: ir.Model, after: ir.Model, inputs: Sequence[np.ndarray
         regions=regions,
         shared_constants=shared,
         kept_for_recall=marked_all,
+        shared_literals=literals,
     )
 
 

@@ -72,11 +72,11 @@ def test_each_layer_output_node_carries_its_range(seed003):
         )
         assert np.float32(low) == np.float32(measured[path][0])
         assert np.float32(high) == np.float32(measured[path][1])
-        assert node.metadata_props["custom.min"] == stats[path]["custom.min"]
+        assert node.metadata_props["custom.min"] == repr(stats[path]["custom.min"])
     relu = next(node for node in model.graph if node.op_type == "Relu")
     assert float(relu.metadata_props["custom.min"]) == 0.0
     last = model.graph.outputs[0].producer()
-    assert last is not None and last.metadata_props["custom.max"] == stats["2"]["custom.max"]
+    assert last is not None and last.metadata_props["custom.max"] == repr(stats["2"]["custom.max"])
 
 
 def test_only_output_producers_carry_value_scoped_keys(seed003):
@@ -90,8 +90,8 @@ def test_graph_output_value_info_carries_the_range(seed003):
     proto = ir.to_proto(model)
     (output,) = proto.graph.output
     props = {entry.key: entry.value for entry in output.metadata_props}
-    assert props["custom.min"] == stats["2"]["custom.min"]
-    assert props["custom.max"] == stats["2"]["custom.max"]
+    assert props["custom.min"] == repr(stats["2"]["custom.min"])
+    assert props["custom.max"] == repr(stats["2"]["custom.max"])
     onnx.checker.check_model(proto, full_check=True)
 
 
@@ -123,8 +123,8 @@ def test_ranges_follow_the_tensor_through_conv_bn_fusion():
     assert len(convs) == 2 and len(relus) == 2
     for block, conv, relu in zip(("block1", "block2"), convs, relus, strict=True):
         # BatchNorm folded into the Conv: the Conv now produces BatchNorm's output.
-        assert conv.metadata_props["custom.max"] == stats[f"{block}.1"]["custom.max"]
-        assert relu.metadata_props["custom.max"] == stats[f"{block}.2"]["custom.max"]
+        assert conv.metadata_props["custom.max"] == repr(stats[f"{block}.1"]["custom.max"])
+        assert relu.metadata_props["custom.max"] == repr(stats[f"{block}.2"]["custom.max"])
         assert relu.metadata_props["custom.min"] == "0.0"
 
 

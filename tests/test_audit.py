@@ -9,7 +9,9 @@ import onnx_ir as ir
 import pytest
 from onnx import helper
 
+import modelprov
 from modelprov.audit import AuditReport, FunctionUse, InvalidMetadata, audit
+from modelprov.errors import UsageError
 
 
 def test_same_report_for_proto_ir_and_path(export_of, tmp_path):
@@ -19,7 +21,7 @@ def test_same_report_for_proto_ir_and_path(export_of, tmp_path):
     onnx.save(proto, path)
     from_proto, from_ir, from_path = audit(proto), audit(model), audit(str(path))
     assert from_proto == from_path
-    assert from_proto.to_json() == from_ir.to_json()
+    assert from_proto.to_dict() == from_ir.to_dict()
     assert isinstance(from_proto, AuditReport)
     assert from_proto.nodes == len(proto.graph.node)
     assert from_proto.nodes_without_sources == ()
@@ -29,9 +31,14 @@ def test_same_report_for_proto_ir_and_path(export_of, tmp_path):
 
 def test_json_is_versioned_and_round_trips(export_of):
     report = audit(export_of("double_transpose"))
-    document = json.loads(report.to_json_text())
+    text = report.to_json()
+    assert isinstance(text, str)  # JSON, as the README says; the dict is to_dict()
+    document = json.loads(text)
     assert document["format"] == "modelprov.audit" and document["version"] == 1
-    assert document == report.to_json()
+    assert document == report.to_dict()
+    diff_report = modelprov.diff(export_of("double_transpose"), export_of("double_transpose"))
+    assert json.loads(diff_report.to_json()) == diff_report.to_dict()
+    assert diff_report.to_dict()["format"] == "modelprov.diff"
 
 
 def test_coverage_and_nodes_without_sources(export_of):
@@ -139,5 +146,5 @@ def test_functions_and_overloads_with_call_counts():
 
 
 def test_rejects_other_types():
-    with pytest.raises(TypeError, match="onnx.ModelProto, an onnx_ir.Model or a path"):
+    with pytest.raises(UsageError, match=r"audit: got builtins.int; pass an onnx_ir.Model"):
         audit(42)  # type: ignore[arg-type]

@@ -11,7 +11,7 @@ import onnx_ir as ir
 import pytest
 
 import modelprov
-from modelprov.errors import MetadataError
+from modelprov.errors import MetadataError, UsageError
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -107,13 +107,13 @@ def test_oversized_metadata_value_names_key(export_of):
 
 
 def test_optimize_rejects_other_types():
-    with pytest.raises(TypeError, match="onnx.ModelProto or onnx_ir.Model"):
-        modelprov.optimize("model.onnx")  # type: ignore[call-overload]
+    with pytest.raises(UsageError, match=r"optimize: got builtins.bytes; pass an onnx_ir.Model"):
+        modelprov.optimize(b"model.onnx")  # type: ignore[call-overload]
 
 
 def test_sources_rejects_mismatched_kinds(export_of):
     model = export_of("double_transpose")
-    with pytest.raises(TypeError, match="onnx.ModelProto with one of its onnx.NodeProto"):
+    with pytest.raises(UsageError, match="onnx.ModelProto with one of its onnx.NodeProto"):
         modelprov.sources(ir.to_proto(model), next(iter(model.graph)))  # type: ignore[arg-type]
 
 

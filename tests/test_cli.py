@@ -6,6 +6,7 @@ import argparse
 import inspect
 import json
 import os
+import re
 
 import onnx
 import onnx_ir as ir
@@ -34,6 +35,7 @@ SUBCOMMANDS = (
     "policies",
     "report",
     "overlay",
+    "compare",
     "quantize",
 )
 
@@ -69,7 +71,9 @@ def test_help_lists_every_subcommand_and_every_option_has_help():
     assert result.returncode == 0
     for name in SUBCOMMANDS:
         assert name in result.stdout
-    assert "0 ok, 1 a check failed, 2 usage or input error" in result.stdout
+    listed = result.stdout.split("exit codes:", 1)[1]
+    for code in ExitCode:  # every exit code, each with its meaning
+        assert re.search(rf"^  {int(code)} +{re.escape(code.meaning)}$", listed, re.M), code
 
 
 def _main(capsys, *args: str) -> tuple[int, str, str]:
@@ -204,7 +208,7 @@ def test_audit_text_and_json(models):
     assert "  1.00 pkg.torch.onnx.stack_trace (5/5 nodes, " in plain_text.stdout
     assert "invalid metadata: none" in lines and "functions: none" in lines
 
-    optimized = audit(str(folder / "dt.opt.onnx")).to_json()
+    optimized = audit(str(folder / "dt.opt.onnx")).to_dict()
     assert optimized["nodes"] == 2 and optimized["sources"] == 4
     assert optimized["fx_nodes"]["count"] == 4 and optimized["source_lines"]["count"] == 3
     assert optimized["key_coverage"]["modelprov.sources"]["nodes"] == 2
@@ -251,8 +255,18 @@ def test_export_stablehlo_with_calibration(tmp_path):
     ranged = [line for line in text.splitlines() if "custom.max" in line]
     assert len(ranged) == 3
     relu = next(line for line in ranged if "stablehlo.maximum" in line)
-    assert 'custom.min = "0.0"' in relu and 'modelprov.module = "1"' in relu
+    assert "custom.min = 0.000000e+00 : f64" in relu and 'modelprov.module = "1"' in relu
     assert (tmp_path / "mlp.mlir.jaxexport").exists()
+    # every file written is named on stderr, one line each
+    reported = re.findall(r"^modelprov: wrote (.+?): ", result.stderr, re.M)
+    assert sorted(reported) == sorted(str(path) for path in tmp_path.iterdir()), result.stderr
+    assert len(reported) == 3
+    strings = tmp_path / "strings.mlir"
+    args = ("export", "tests._factories:mlp", "--stablehlo", str(strings), "--calibrate", "2")
+    result = cli(*args, "--stablehlo-numbers", "string")
+    assert result.returncode == 0, result.stderr
+    relu = next(line for line in strings.read_text().splitlines() if "stablehlo.maximum" in line)
+    assert 'custom.min = "0.0"' in relu  # seed 003's form
 
 
 @pytest.mark.parametrize(

@@ -18,7 +18,7 @@ import torch
 
 import modelprov
 from modelprov import _examples
-from modelprov.errors import MetadataError
+from modelprov.errors import InvalidModelError, MetadataError, UsageError
 from modelprov.onnx._aten_record import record_aten_calls
 from modelprov.onnx._find_calls import find_calls
 from modelprov.onnx._functionize import FunctionizePass, functionize
@@ -293,8 +293,10 @@ def test_bad_inputs_are_left_as_they_are_and_reported() -> None:
         assert node_for_node(model, inline(result)) == []
     with pytest.raises(ValueError, match="level"):
         FunctionizePass(level="layer")  # type: ignore[arg-type]
-    with pytest.raises(TypeError):
-        functionize("model.onnx")  # type: ignore[call-overload]
+    with pytest.raises(InvalidModelError, match="model.onnx"):
+        functionize("model.onnx")  # a path, but no file there
+    with pytest.raises(UsageError, match="functionize: got builtins.int"):
+        functionize(42)  # type: ignore[call-overload]
 
 
 def test_inline_record_is_versioned_json() -> None:

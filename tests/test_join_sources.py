@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import modelprov
+from modelprov.errors import UsageError
 from tests.stablehlo import _downstream
 
 pytest.importorskip("jax")
@@ -80,5 +81,5 @@ def test_plain_and_optimized_onnx_name_the_same_ids() -> None:
 
 
 def test_join_refuses_what_is_no_onnx_model() -> None:
-    with pytest.raises(TypeError, match="ONNX model"):
-        modelprov.join_sources(42, "module {}")
+    with pytest.raises(UsageError, match=r"join_sources\(onnx_model, \.\.\.\): got builtins.int"):
+        modelprov.join_sources(42, "module {}")  # type: ignore[arg-type]

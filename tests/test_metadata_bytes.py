@@ -27,4 +27,4 @@ def test_audit_and_report_count_the_same_bytes(tmp_path: pathlib.Path) -> None:
     path = tmp_path / "model.onnx"
     ir.save(model, path)
     assert modelprov.audit(str(path)).metadata_bytes == audited.metadata_bytes
-    assert modelprov.audit(ir.to_proto(model)).to_json()["metadata_bytes"] == expected
+    assert modelprov.audit(ir.to_proto(model)).to_dict()["metadata_bytes"] == expected

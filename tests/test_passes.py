@@ -10,11 +10,14 @@ import onnx
 import onnx_ir as ir
 import onnxscript.optimizer
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import modelprov
 from modelprov.onnx._functionize import FunctionizePass
 from modelprov.onnx._inline import InlinePass
 from modelprov.onnx._optimize import OptimizeProvenancePass
+from tests._random_nets import random_net
 from tests.conftest import fresh_export, plain_export
 
 
@@ -92,11 +95,12 @@ def test_inline_pass_reports_a_model_without_calls_unchanged() -> None:
 
 def test_options_are_frozen_fields() -> None:
     optimize_pass = OptimizeProvenancePass(rules=[], per_pass=True)
+    # The options a command line gives come first (from OptimizeOptions, _pass_options).
     assert [field.name for field in dataclasses.fields(optimize_pass)] == [
+        "per_pass",
         "policies",
         "rules",
         "trace_options",
-        "per_pass",
     ]
     assert optimize_pass.rules == ()
     with pytest.raises(dataclasses.FrozenInstanceError):
@@ -114,3 +118,72 @@ def test_copying_entry_points_leave_their_input_alone() -> None:
         result = entry(proto)
         assert isinstance(result, onnx.ModelProto)
         assert proto.SerializeToString() == before
+
+
+def _written(model: ir.Model) -> bytes:
+    return ir.to_proto(model).SerializeToString()
+
+
+def _reloaded(model: ir.Model) -> ir.Model:
+    return ir.from_proto(onnx.load_from_string(_written(model)))
+
+
+_PASSES = {
+    "optimize": OptimizeProvenancePass,
+    "optimize-per-pass": lambda: OptimizeProvenancePass(per_pass=True),
+    "functionize-aten": FunctionizePass,
+    "functionize-module": lambda: FunctionizePass(level="module"),
+    "inline": InlinePass,
+}
+
+
+@pytest.mark.parametrize("name", ["double_transpose", "cnn", "transformer_encoder", "gpt2"])
+@pytest.mark.parametrize("which", list(_PASSES))
+def test_modified_is_true_exactly_when_the_written_model_changes(name: str, which: str) -> None:
+    """Run to the fixpoint (in memory, then from a file, as a user's model comes): every run
+    reports ``modified`` exactly when the model it writes differs, and the fixpoint is
+    reached (onnxscript's optimizer needs two runs on the transformer layer)."""
+    make = _PASSES[which]
+    model = modelprov.optimize(fresh_export(name))
+    if which == "inline":
+        model = modelprov.functionize(model, level="module")
+    reports = []
+    for reload in (False, False, True, False):
+        if reload:
+            model = _reloaded(model)
+        before = _written(model)
+        result = make()(model)
+        assert result.modified == (_written(model) != before), (which, reports)
+        reports.append(result.modified)
+    assert reports[-2:] == [False, False], reports
+
+
+def test_early_stop_stops_on_a_model_read_from_a_file() -> None:
+    """The issue's case: a modelprov-optimized GPT-2 read back; nothing to do, so the
+    manager stops after the first step."""
+    model = _reloaded(modelprov.optimize(fresh_export("gpt2")))
+    counter = _CountCalls()
+    manager = ir.passes.PassManager([OptimizeProvenancePass(), counter], steps=5, early_stop=True)
+    assert not manager(model).modified
+    assert counter.runs == 1
+
+
+_SEEDS = st.integers(min_value=0, max_value=2**31)
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_SEEDS, st.booleans())
+def test_generated_models_at_the_fixpoint_report_no_change(seed: int, per_pass: bool) -> None:
+    model = ir.from_proto(random_net(seed))
+    first = OptimizeProvenancePass(per_pass=per_pass)(model)
+    assert first.modified  # the sources are written as a table at least
+    for candidate in (model, _reloaded(model)):
+        before = _written(candidate)
+        again = OptimizeProvenancePass(per_pass=per_pass)(candidate)
+        assert not again.modified and _written(candidate) == before
+        assert all(step.new_nodes == step.removed_nodes == 0 for step in again.steps)
+    counter = _CountCalls()
+    passes = [OptimizeProvenancePass(per_pass=per_pass), FunctionizePass(), InlinePass(), counter]
+    manager = ir.passes.PassManager(passes, steps=4, early_stop=True)
+    assert not manager(_reloaded(model)).modified
+    assert counter.runs == 1

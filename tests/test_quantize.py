@@ -26,6 +26,8 @@ from onnxruntime.quantization.quant_utils import compute_scale_zp, get_qmin_qmax
 import modelprov
 from modelprov import _examples
 from modelprov.errors import QuantizationError
+from modelprov.onnx._int8_cpu import this_cpu
+from modelprov.onnx._quantize import choose_reduce_range
 from modelprov.onnx._recover import CONFIDENCE_KEY
 
 logging.getLogger("root").setLevel(logging.ERROR)
@@ -196,9 +198,16 @@ def input_range(batches: tuple[tuple[torch.Tensor, ...], ...]) -> tuple[float, f
 MAX_ERROR_STEPS = 4.0
 
 
+# reduce_range: None is the default chosen for this CPU; True (7-bit weights) never saturates,
+# on any CPU. False saturates on x86 without VNNI (test_quantize_without_vnni measures it there).
+@pytest.mark.parametrize("reduce_range", [None, True, False])
 @pytest.mark.parametrize("name", ["mlp", "cnn"])
 @pytest.mark.parametrize("activation_type", ["int8", "uint8"])
-def test_scales_come_from_pytorch_ranges(name: str, activation_type: str) -> None:
+def test_scales_come_from_pytorch_ranges(
+    name: str, activation_type: str, reduce_range: bool | None
+) -> None:
+    if reduce_range is False and this_cpu().reduce_range:
+        pytest.skip(f"full 8-bit weights saturate on this {this_cpu().describe()}")
     float_model, batches = calibrated_export(name)
     before = float_model.SerializeToString()
     ranges = float_ranges(float_model)
@@ -208,6 +217,7 @@ def test_scales_come_from_pytorch_ranges(name: str, activation_type: str) -> Non
         float_model,
         ranges={input_name: input_range(batches)},
         activation_type=activation_type,
+        reduce_range=reduce_range,
     )
     assert float_model.SerializeToString() == before, "the input model was modified"
     expected = onnxruntime_adjusted(float_model, {**ranges, input_name: input_range(batches)})
@@ -438,6 +448,59 @@ def test_bad_options_are_refused() -> None:
         modelprov.quantize(float_model, calibration_batches=[])
 
 
+def weight_codes(model: onnx.ModelProto) -> np.ndarray:
+    """Every integer of the int8 weight initializers (the inputs of weight DequantizeLinears)."""
+    initializers = {tensor.name: tensor for tensor in model.graph.initializer}
+    codes = [
+        onnx.numpy_helper.to_array(initializers[node.input[0]]).ravel()
+        for node in model.graph.node
+        if node.op_type == "DequantizeLinear"
+        and node.input[0] in initializers
+        and initializers[node.input[0]].data_type == onnx.TensorProto.INT8
+    ]
+    assert codes, "no int8 weights"
+    return np.concatenate(codes).astype(np.int32)
+
+
+@pytest.mark.parametrize("name", ["mlp", "cnn"])
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_reduce_range_quantizes_weights_to_7_bits(name: str, per_channel: bool) -> None:
+    """True: every weight in [-64, 64]; False: the full [-127, 127] is used."""
+    float_model, batches = calibrated_export(name)
+    ranges = {float_model.graph.input[0].name: input_range(batches)}
+    reduced, full = (
+        weight_codes(
+            modelprov.quantize(
+                float_model, ranges=ranges, reduce_range=value, per_channel=per_channel
+            )
+        )
+        for value in (True, False)
+    )
+    assert np.abs(reduced).max() == 64 and np.abs(full).max() == 127
+    assert len(reduced) == len(full)
+
+
+def test_default_reduce_range_is_this_cpus(caplog: pytest.LogCaptureFixture) -> None:
+    """The default is the CPU check's answer (tested on fake CPUs in _int8_cpu_test), logged."""
+    float_model, batches = calibrated_export("mlp")
+    ranges = {"input": input_range(batches)}
+    needed = this_cpu().reduce_range
+    with caplog.at_level(logging.INFO, logger="modelprov.onnx._quantize"):
+        default = modelprov.quantize(float_model, ranges=ranges)
+    assert f"quantize: reduce_range={needed} ({this_cpu().describe()}: " in caplog.text
+    assert f"reduce_range={not needed} overrides" in caplog.text
+    explicit = modelprov.quantize(float_model, ranges=ranges, reduce_range=needed)
+    assert np.array_equal(weight_codes(default), weight_codes(explicit))
+    # Only int8 weights with 8-bit activations can saturate: nothing else is reduced.
+    for activation, weight in [("int8", "int8"), ("uint8", "int8")]:
+        assert choose_reduce_range(activation, weight).value is needed
+    for activation, weight in [("uint8", "uint8"), ("int16", "int8"), ("int16", "int16")]:
+        assert choose_reduce_range(activation, weight).value is False
+    assert choose_reduce_range("int8", "int8", True).text() == "reduce_range=True (as given)"
+    with pytest.raises(QuantizationError, match="reduce_range='yes': give True, False or None"):
+        modelprov.quantize(float_model, ranges=ranges, reduce_range="yes")  # type: ignore[arg-type]
+
+
 # --- the command line ------------------------------------------------------------------------
 
 
@@ -517,6 +580,30 @@ def test_cli_quantize_prints_ranges_and_scales(
     assert sum(item["kind"] == "weight" for item in table.values()) == 4
 
 
+def test_cli_reduce_range_flags_and_the_printed_choice(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    float_model, batches = calibrated_export("mlp")
+    source, ranges = tmp_path / "mlp.onnx", tmp_path / "ranges.json"
+    onnx.save(float_model, str(source))
+    ranges.write_text(json.dumps({"input": list(input_range(batches))}))
+    common = ("quantize", str(source), "--ranges", str(ranges), "-o")
+    code, _, err = _main(capsys, *common, str(tmp_path / "default.onnx"))
+    assert code == 0, err
+    chosen = "--reduce-range" if this_cpu().reduce_range else "--no-reduce-range"
+    other = "--no-reduce-range" if this_cpu().reduce_range else "--reduce-range"
+    assert f"int8 weights, {chosen} ({this_cpu().describe()}" in err
+    assert f"{other} overrides)" in err
+    code, _, err = _main(capsys, *common, str(tmp_path / "7bit.onnx"), "--reduce-range")
+    assert code == 0 and "int8 weights, --reduce-range (as given)" in err
+    assert np.abs(weight_codes(onnx.load(str(tmp_path / "7bit.onnx")))).max() == 64
+    out = tmp_path / "export.onnx"
+    args = ("export", "tests._factories:mlp", "--onnx", str(out), "--calibrate", "2")
+    code, _, err = _main(capsys, *args, "--quantize", "--no-reduce-range")
+    assert code == 0 and "--no-reduce-range (as given)" in err
+    assert np.abs(weight_codes(onnx.load(str(tmp_path / "export.quant.onnx")))).max() == 127
+
+
 def test_report_shows_range_scale_and_zero_point_on_qdq_nodes() -> None:
     from modelprov.report._data import report_data
 
@@ -575,7 +662,27 @@ def _without_metadata(model: onnx.ModelProto) -> onnx.ModelProto:
     return copy
 
 
-def test_only_metadata_differs_from_onnxruntime_alone(tmp_path: Path) -> None:
+def test_a_calibrate_result_gives_the_ranges_as_numbers() -> None:
+    """calibrate returns floats; as ranges= by module path they give the exported ranges."""
+    model, _ = _examples.EXAMPLES["mlp"]()
+    float_model, batches = calibrated_export("mlp")
+    stats = modelprov.calibrate(model, batches)
+    assert all(type(v) is float for keys in stats.values() for v in keys.values())
+    bare = onnx.ModelProto()
+    bare.CopyFrom(float_model)
+    for item in [*bare.graph.node, *bare.graph.value_info, *bare.graph.output]:
+        kept = [e for e in item.metadata_props if not e.key.startswith("custom.")]
+        del item.metadata_props[:]
+        item.metadata_props.extend(kept)
+    assert not float_ranges(bare)  # no custom.min/max left: only ranges= decides
+    with pytest.raises(QuantizationError, match="no range for"):
+        modelprov.quantize(bare, ranges={"input": input_range(batches)})
+    quantized = modelprov.quantize(bare, ranges={**stats, "input": input_range(batches)})
+    assert {"relu", "linear_1"} <= check_params(quantized, float_ranges(float_model), "int8")
+
+
+@pytest.mark.parametrize("reduce_range", [False, True])
+def test_only_metadata_differs_from_onnxruntime_alone(tmp_path: Path, reduce_range: bool) -> None:
     """Without PyTorch ranges, the graph is exactly what quantize_static writes by itself."""
     from onnxruntime import quantization
 
@@ -591,9 +698,11 @@ def test_only_metadata_differs_from_onnxruntime_alone(tmp_path: Path) -> None:
         def get_next(self) -> dict[str, np.ndarray] | None:
             return next(self.feeds, None)
 
-    quantization.quantize_static(str(tmp_path / "cnn.onnx"), str(tmp_path / "ort.onnx"), Reader())
+    quantization.quantize_static(
+        str(tmp_path / "cnn.onnx"), str(tmp_path / "ort.onnx"), Reader(), reduce_range=reduce_range
+    )
     theirs = onnx.load(str(tmp_path / "ort.onnx"))
-    ours = modelprov.quantize(bare, calibration_batches=batches)
+    ours = modelprov.quantize(bare, calibration_batches=batches, reduce_range=reduce_range)
     assert _without_metadata(ours).graph.node == _without_metadata(theirs).graph.node
     assert sorted(ours.graph.initializer, key=lambda t: t.name) == sorted(
         theirs.graph.initializer, key=lambda t: t.name

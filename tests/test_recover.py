@@ -199,7 +199,7 @@ def test_value_scoped_ranges_follow_the_tensor_through_ort_fusion():
     assert len(fused) == 2
     for block, node in zip(("block1", "block2"), fused, strict=True):
         props = {entry.key: entry.value for entry in node.metadata_props}
-        assert props["custom.max"] == stats[f"{block}.2"]["custom.max"]
+        assert props["custom.max"] == repr(stats[f"{block}.2"]["custom.max"])
         assert props["custom.min"] == "0.0"
 
 
@@ -227,18 +227,27 @@ def test_recover_refuses_an_unrelated_model_with_the_same_interface_names() -> N
     assert other.SerializeToString() == before
 
 
-def test_recover_judges_by_structure_when_names_and_shapes_agree() -> None:
+def test_recover_judges_by_structure_when_names_and_shapes_agree(monkeypatch) -> None:
+    """When the models cannot run (here: the run check is bounded to nothing), structure
+    decides."""
+    from modelprov.onnx import _correspondence_run
+
+    monkeypatch.setattr(_correspondence_run, "MAX_WEIGHT_BYTES", 0)
     original = _text_model("a = Relu (x)\n b = Sigmoid (a)\n y = Tanh (b)")
     for node in original.graph.node:
         node.metadata_props.add(key="pkg.torch.onnx.fx_node", value=f"%{node.output[0]} : x")
     unrelated = _text_model("p = Sin (x)\n q = Cos (p)\n y = Exp (q)")
-    with pytest.raises(CorrespondenceError, match="only 0% of its op kinds.*--force"):
+    with pytest.raises(CorrespondenceError, match="only 0% of its op kinds.*force=True"):
         modelprov.recover(original, unrelated)
     forced = modelprov.recover(original, unrelated, force=True)
     assert len(forced.graph.node) == 3
     tool_output = _text_model("b = Sigmoid (x)\n y = Tanh (b)")  # a tool dropped the Relu
-    kept = modelprov.recover(original, tool_output)
+    kept, report = modelprov.recover_with_report(original, tool_output)
     assert {s.fx_node for n in kept.graph.node for s in modelprov.sources(kept, n)} >= {"b", "y"}
+    assert report.correspondence.startswith("structure (the models could not run: the original")
+    monkeypatch.undo()
+    with pytest.raises(CorrespondenceError, match="its output 'y' differs .* by up to"):
+        modelprov.recover(original, tool_output)  # run, it computes something else
 
 
 def test_cli_recover_refuses_and_force_overrides(tmp_path) -> None:
@@ -255,3 +264,26 @@ def test_cli_recover_refuses_and_force_overrides(tmp_path) -> None:
     assert not out.exists()
     args = ["recover", str(tmp_path / "o.onnx"), str(tmp_path / "u.onnx"), "-o", str(out)]
     assert main([*args, "--force"]) == 0 and out.exists()
+
+
+ALL_TOOLS = [*TOOLS, ("onnxruntime", {"level": "all"})]
+
+
+@pytest.mark.parametrize(
+    ("name", "tool", "level"),
+    [(m, t, o.get("level")) for m in MODELS for t, o in ALL_TOOLS],
+    ids=[f"{m}-{t}-{o.get('level')}" for m in MODELS for t, o in ALL_TOOLS],
+)
+def test_running_both_models_accepts_every_tool_output(name, tool, level) -> None:
+    """The tools reorder float math (ORT's fusions at every level, Conv+BN folding); their
+    outputs stay far inside the tolerance, and the run decides."""
+    from modelprov.onnx._correspondence_run import compare_by_running, runnable
+
+    original, optimized = _with_provenance(name), _tool_output(name, tool, level)
+    comparison = compare_by_running(
+        runnable(original, None, "original"), runnable(optimized, None, "optimized")
+    )
+    assert comparison.ran and comparison.equal, comparison.summary()
+    assert all(d.largest <= d.tolerance / 10 for d in comparison.differences), comparison.summary()
+    _, report = modelprov.recover_with_report(original, optimized)
+    assert report.correspondence.startswith("computed: run on the same random inputs")

@@ -32,7 +32,8 @@ def test_report_counts_what_recover_wrote_on_the_nodes() -> None:
     assert len(report.unattributed) == written[None]
     lost = modelprov.diff(original, recovered).fx_nodes.lost
     assert set(report.lost_sources) >= set(lost)
-    document = json.loads(json.dumps(report.to_json()))
+    document = json.loads(report.to_json())
+    assert document == report.to_dict()
     assert document["format"] == RECOVER_REPORT_FORMAT and document["version"] == 1
     assert document["nodes"] == report.nodes
     assert report.to_text().startswith(f"recovered {report.nodes} nodes: {report.exact} exact")

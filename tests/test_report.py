@@ -15,12 +15,14 @@ import modelprov
 from modelprov import _examples
 from modelprov.core._correspond import all_nodes
 from modelprov.core._stack_trace import display_path
+from modelprov.core.keys import STACK_TRACE_KEY
 from modelprov.onnx._aten_call import ATEN_CALL_KEY
 from modelprov.report import node_state, report, write_report
 from modelprov.report._data import report_data
 from modelprov.report._embed import read_report_data
 from modelprov.report._layout import NODE_H, NODE_W, layout_group
 from tests._cdp import Browser, Page, chromium_path
+from tests._cli import cli
 from tests._synthetic import synthetic_model
 from tests.conftest import plain_export
 
@@ -125,6 +127,68 @@ def test_self_contained(gpt2_pair: tuple[ir.Model, ir.Model], tmp_path: str) -> 
     page = page.replace('"http://www.w3.org/2000/svg"', "")  # a namespace name, never fetched
     assert not re.search(r"<link|<img|<iframe|\bsrc=|@import|url\(|https?://", page)
     assert "default-src 'none'" in html
+
+
+SECRET_LINE = "SECRET_KEY = 'do-not-share'"
+
+
+def _naming_files(model: ir.Model, paths: list[str]) -> ir.Model:
+    """``model`` whose nodes' stack traces name ``paths`` (one each, round robin), line 2."""
+    for i, node in enumerate(model.graph):
+        path = paths[i % len(paths)]
+        node.metadata_props[STACK_TRACE_KEY] = f'File "{path}", line 2, in forward\n    x'
+    return model
+
+
+def _planted_secret(tmp_path: str) -> tuple[str, str, list[str]]:
+    """(working folder, the folder with settings.py outside it, paths a hostile trace names:
+    absolute, ``..`` out of the working folder, a symlinked file and a symlinked folder)."""
+    project = os.path.join(tmp_path, "project")
+    outside = os.path.join(tmp_path, "elsewhere")
+    os.makedirs(project)
+    os.makedirs(outside)
+    secret = os.path.join(outside, "settings.py")
+    with open(secret, "w", encoding="utf-8") as stream:
+        stream.write(f"import os\n{SECRET_LINE}\n")
+    os.symlink(secret, os.path.join(project, "settings.py"))
+    os.symlink(outside, os.path.join(project, "config"))
+    named = [
+        secret,
+        os.path.join(project, "..", "elsewhere", "settings.py"),
+        "../elsewhere/settings.py",
+        os.path.join(project, "settings.py"),
+        "config/settings.py",
+    ]
+    return project, outside, named
+
+
+def test_report_never_embeds_files_outside_the_allowed_roots(
+    tmp_path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project, outside, named = _planted_secret(tmp_path)
+    monkeypatch.chdir(project)
+    model = _naming_files(synthetic_model(20), named)
+    document = read_report_data(report(model))
+    assert 2 in {source["line"] for source in document["sources"]}
+    assert document["code"] == {}
+    assert SECRET_LINE not in json.dumps(document)
+    # Allowed by name, the same file is shown: the check above could have failed.
+    allowed = report_data(model, source_roots=[outside])["code"]
+    assert len(allowed) >= 2 and all(SECRET_LINE in entry["lines"] for entry in allowed.values())
+    assert report_data(model, source_code=False)["code"] == {}
+
+
+def test_report_command_takes_source_roots(tmp_path: str) -> None:
+    project, outside, named = _planted_secret(tmp_path)
+    model_path = os.path.join(project, "model.onnx")
+    ir.save(_naming_files(synthetic_model(10), named[:2]), model_path)
+    html = os.path.join(project, "report.html")
+    for extra, shown in (([], False), (["--source-root", outside], True)):
+        result = cli("report", model_path, "-o", html, *extra)
+        assert result.returncode == 0, result.stderr
+        with open(html, encoding="utf-8") as stream:
+            document = read_report_data(stream.read())
+        assert (SECRET_LINE in json.dumps(document["code"])) is shown
 
 
 # --- in headless Chromium ----------------------------------------------------------------
@@ -372,3 +436,37 @@ def test_a_browser_without_decompression_says_so(browser: Browser, tmp_path: str
     assert page.evaluate(WAIT_READY) == "error"
     assert "DecompressionStream" in page.evaluate("document.getElementById('status').textContent")
     assert page.evaluate("document.querySelectorAll('#node-rows tr').length") == 0
+
+
+@needs_chromium
+def test_bidi_controls_in_names_cannot_reorder_the_reports_text(
+    browser: Browser, tmp_path: str
+) -> None:
+    """A U+202E in a node name reversed the report's own labels ("used by" links)."""
+    model = synthetic_model(30)
+    nodes = list(model.graph)
+    names = ["evil\u202egnp.exe", "\u05e9\u05dc\u05d5\u05dd", "clear\x1b[2K", "iso\u2067x"]
+    for node, name in zip(nodes[1:5], names, strict=True):
+        node.name = name
+    page = open_report(browser, report(model), tmp_path, "bidi.html")
+    page.evaluate("document.querySelector('#node-rows tr[data-i=\"0\"]').click()")
+    links = json.loads(
+        page.evaluate(
+            """JSON.stringify([...document.querySelectorAll('#details a')].map(a => {
+              const name = a.querySelector('bdi');
+              const after = [...a.childNodes].filter(n => n.nodeType === 3);
+              const box = r => { const range = document.createRange();
+                range.selectNodeContents(r); return range.getBoundingClientRect().left; };
+              return {text: a.textContent, name: name ? name.textContent : null,
+                      nameLeft: name ? box(name) : null,
+                      ownLeft: after.length ? box(after[0]) : null};
+            }))"""
+        )
+    )
+    shown = {link["name"]: link for link in links}
+    assert "evil\\u202egnp.exe" in shown, links  # visible, and no longer an override
+    for link in links:
+        assert not set(link["text"]) & set("\u202e\u2067\x1b"), link
+        assert link["text"].startswith(link["name"] + " (")
+        assert link["ownLeft"] > link["nameLeft"]  # " (op)" stays right of the name
+    assert page.errors == []

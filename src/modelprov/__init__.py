@@ -9,32 +9,30 @@ Public API (everything else lives in private modules)::
     modelprov.Policies, modelprov.DEFAULT_POLICIES, modelprov.core.policy.*
     modelprov.audit(model), modelprov.diff(before, after)
 
-The names that need torch or onnxscript (export, optimize, annotate, calibrate, functionize,
-export_stablehlo…) are imported on first use, so reading and checking ONNX files pays for
-neither.
+Every name is imported on first use: ``import modelprov`` loads no onnx, torch or
+onnxscript, so the command line's ``--version`` and ``--help`` start at once, and reading
+and checking ONNX files pays for no exporter.
 Formats: docs/metadata-format.md.
 """
 
 import importlib
+import sys
+import types
 from typing import TYPE_CHECKING, Any
 
-from modelprov import errors, policy
-from modelprov._join import join_sources
-from modelprov.audit import AuditReport, DiffReport, Recall, audit, diff
-from modelprov.core._sources import Source
-from modelprov.core._stack_trace import TraceOptions
-from modelprov.onnx._inline import InlinePass, inline
-from modelprov.onnx._lookup import SourceIndex, sources
-from modelprov.onnx._recover import RecoveryReport, recover, recover_with_report
-from modelprov.onnx._structural_hash import structural_hash
-from modelprov.policy import DEFAULT_POLICIES, MergeContext, Policies
-from modelprov.report import overlay, report, write_overlay, write_report
-
 if TYPE_CHECKING:
+    from modelprov import errors, policy
+    from modelprov._join import join_sources
     from modelprov.annotation import annotate, annotations, calibrate
+    from modelprov.audit import AuditReport, DiffReport, Recall, audit, diff
+    from modelprov.core._sources import Source
+    from modelprov.core._stack_trace import TraceOptions
+    from modelprov.numerics import NumericsReport, compare
     from modelprov.onnx._export import export
     from modelprov.onnx._find_calls import find_calls
     from modelprov.onnx._functionize import FunctionizePass, FunctionizeResult, functionize
+    from modelprov.onnx._inline import InlinePass, inline
+    from modelprov.onnx._lookup import SourceIndex, sources
     from modelprov.onnx._optimize import (
         OptimizeProvenancePass,
         OptimizeResult,
@@ -42,40 +40,99 @@ if TYPE_CHECKING:
         optimize,
     )
     from modelprov.onnx._quantize import quantize
+    from modelprov.onnx._recover import RecoveryReport, recover, recover_with_report
+    from modelprov.onnx._structural_hash import structural_hash
     from modelprov.onnx._tools import optimize_with
+    from modelprov.policy import DEFAULT_POLICIES, MergeContext, Policies
+    from modelprov.report import overlay, report, write_overlay, write_report
     from modelprov.stablehlo import StableHLOProgram, export_stablehlo
 
 _LAZY = {
-    "annotate": "modelprov.annotation",
-    "annotations": "modelprov.annotation",
-    "calibrate": "modelprov.annotation",
-    "export": "modelprov.onnx._export",
-    "find_calls": "modelprov.onnx._find_calls",
-    "FunctionizePass": "modelprov.onnx._functionize",
-    "FunctionizeResult": "modelprov.onnx._functionize",
-    "functionize": "modelprov.onnx._functionize",
-    "OptimizeProvenancePass": "modelprov.onnx._optimize",
-    "OptimizeResult": "modelprov.onnx._optimize",
-    "StepRecord": "modelprov.onnx._optimize",
-    "optimize": "modelprov.onnx._optimize",
-    "optimize_with": "modelprov.onnx._tools",
-    "StableHLOProgram": "modelprov.stablehlo",
-    "quantize": "modelprov.onnx._quantize",
-    "export_stablehlo": "modelprov.stablehlo",
+    "errors": ".errors",
+    "policy": ".policy",
+    "keys": ".keys",
+    "core": ".core",
+    "annotation": ".annotation",
+    "onnx": ".onnx",
+    "stablehlo": ".stablehlo",
+    "join_sources": "._join",
+    "annotate": ".annotation",
+    "annotations": ".annotation",
+    "calibrate": ".annotation",
+    "AuditReport": ".audit",
+    "DiffReport": ".audit",
+    "Recall": ".audit",
+    "audit": ".audit",
+    "diff": ".audit",
+    "Source": ".core._sources",
+    "TraceOptions": ".core._stack_trace",
+    "export": ".onnx._export",
+    "find_calls": ".onnx._find_calls",
+    "FunctionizePass": ".onnx._functionize",
+    "FunctionizeResult": ".onnx._functionize",
+    "functionize": ".onnx._functionize",
+    "InlinePass": ".onnx._inline",
+    "inline": ".onnx._inline",
+    "SourceIndex": ".onnx._lookup",
+    "sources": ".onnx._lookup",
+    "OptimizeProvenancePass": ".onnx._optimize",
+    "OptimizeResult": ".onnx._optimize",
+    "StepRecord": ".onnx._optimize",
+    "optimize": ".onnx._optimize",
+    "quantize": ".onnx._quantize",
+    "RecoveryReport": ".onnx._recover",
+    "recover": ".onnx._recover",
+    "recover_with_report": ".onnx._recover",
+    "structural_hash": ".onnx._structural_hash",
+    "optimize_with": ".onnx._tools",
+    "DEFAULT_POLICIES": ".policy",
+    "MergeContext": ".policy",
+    "Policies": ".policy",
+    "overlay": ".report",
+    "report": ".report",
+    "write_overlay": ".report",
+    "write_report": ".report",
+    "StableHLOProgram": ".stablehlo",
+    "export_stablehlo": ".stablehlo",
+    "numerics": ".numerics",
+    "compare": ".numerics",
+    "NumericsReport": ".numerics",
 }
+"""Where each public name lives (relative to this package); imported on first use."""
+
+_MODULES = frozenset({"errors", "policy", "keys", "core", "annotation", "onnx", "stablehlo"})
+"""The names that are modules (``modelprov.core`` works without importing it first)."""
+
+_FUNCTIONS_NAMED_LIKE_PACKAGES = frozenset({"audit", "report"})
+"""``modelprov.audit`` and ``modelprov.report`` are functions, though subpackages share
+their names: importing a subpackage must not rebind the package's attribute to it."""
 
 
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'modelprov' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    loaded = importlib.import_module(module, __name__)
+    value = loaded if name in _MODULES else getattr(loaded, name)
     globals()[name] = value
     return value
 
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY))
+
+
+class _Package(types.ModuleType):
+    """The package's module: keeps the functions ``audit`` and ``report`` when their
+    subpackages are imported (Python binds a subpackage to its parent's attribute)."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _FUNCTIONS_NAMED_LIKE_PACKAGES and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
 
 
 __all__ = [
@@ -86,6 +143,7 @@ __all__ = [
     "FunctionizeResult",
     "InlinePass",
     "MergeContext",
+    "NumericsReport",
     "OptimizeProvenancePass",
     "OptimizeResult",
     "Policies",
@@ -100,6 +158,7 @@ __all__ = [
     "annotations",
     "audit",
     "calibrate",
+    "compare",
     "diff",
     "errors",
     "export",

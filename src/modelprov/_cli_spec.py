@@ -16,6 +16,10 @@ Deriving a flag from a field (``option_arguments``):
   ``--policies FILE.json`` argument every merging command lists (``_cli_commands``);
 - ``field(metadata={"help": ...})`` gives the help (required for a flag), ``"metavar"``
   optionally its metavar, ``"cli": False`` keeps a field off the command line.
+
+Errors name flags: a message names API keywords with ``errors.keyword``; a flag gives the
+keyword of its ``dest`` or those of ``Argument.keywords``, and ``Command.keywords`` spells
+the rest, so :func:`command_line_keywords` tells the command line how to say each one.
 """
 
 from __future__ import annotations
@@ -37,29 +41,47 @@ __all__ = [
     "OptionsOf",
     "add_commands",
     "argument",
+    "command_line_keywords",
     "option_arguments",
     "option_values",
 ]
 
 
 class ArgumentParser(argparse.ArgumentParser):
-    """argparse with one-line errors: ``modelprov: error: ...`` and exit code 2."""
+    """argparse with one-line errors, ``modelprov: error: optimize: ...`` (the prefix is the
+    command line's, once), and exit code 2."""
 
     def error(self, message: str) -> Any:  # type: ignore[override]
-        raise UsageError(f"{self.prog}: {message} (see {self.prog} --help)")
+        _, _, command = self.prog.partition(" ")
+        where = f"{command}: " if command else ""
+        raise UsageError(f"{where}{message} (see {self.prog} --help)")
 
 
 @dataclasses.dataclass(frozen=True)
 class Argument:
-    """One ``add_argument(*flags, **options)`` call."""
+    """One ``add_argument(*flags, **options)`` call.
+
+    ``keywords`` are the API keywords the flag gives when they are not its ``dest``
+    (``--calibrate-from`` gives ``calibration_batches``): an error naming such a keyword
+    (``errors.keyword``) names the flag on the command line.
+    """
 
     flags: tuple[str, ...]
     options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    keywords: tuple[str, ...] = ()
+
+    @property
+    def dest(self) -> str:
+        """The argparse destination: ``dest=``, else the first long flag, else the name."""
+        if "dest" in self.options:
+            return str(self.options["dest"])
+        long = [flag for flag in self.flags if flag.startswith("--")]
+        return (long[0] if long else self.flags[0]).lstrip("-").replace("-", "_")
 
 
-def argument(*flags: str, **options: Any) -> Argument:
+def argument(*flags: str, keywords: Sequence[str] = (), **options: Any) -> Argument:
     """An :class:`Argument`, written like the ``add_argument`` call it stands for."""
-    return Argument(flags, options)
+    return Argument(flags, options, tuple(keywords))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,6 +112,9 @@ class Command:
     handler: Callable[[argparse.Namespace], int]
     arguments: tuple[Argument | Exclusive | OptionsOf, ...] = ()
     description: str | None = None
+    keywords: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    """How the command's errors name API keywords no flag of its own gives (e.g. quantize:
+    ``annotations`` is ``modelprov export --calibrate N``)."""
 
 
 def option_arguments(options: type, skip: Sequence[str] = ()) -> list[Argument]:
@@ -190,6 +215,35 @@ class _CommandParser(ArgumentParser):
     def format_help(self) -> str:
         self.complete()
         return super().format_help()
+
+
+def command_line_keywords(command: Command, args: argparse.Namespace) -> dict[str, str]:
+    """How ``command``'s errors name API keywords: each keyword its flags give, as the
+    flag and the value given (``--ranges r.json``) or its metavar (``--calibrate N``)."""
+    flags: list[Argument] = []
+    for item in command.arguments:
+        if isinstance(item, OptionsOf):
+            flags += option_arguments(item.load(), item.skip)
+        else:
+            members = item.arguments if isinstance(item, Exclusive) else (item,)
+            flags += [member for member in members if member.flags[0].startswith("-")]
+    spelled = dict(command.keywords)
+    # A flag declared to give a keyword wins over a flag that merely has its name.
+    for member in sorted(flags, key=lambda member: not member.keywords):
+        phrase = _phrase(member, getattr(args, member.dest, None))
+        for name in member.keywords or (member.dest,):
+            spelled.setdefault(name, phrase)
+    return spelled
+
+
+def _phrase(member: Argument, value: Any) -> str:
+    flag = next((flag for flag in member.flags if flag.startswith("--")), member.flags[0])
+    if member.options.get("action") in ("store_true", argparse.BooleanOptionalAction):
+        return flag
+    if isinstance(value, str):
+        return f"{flag} {value}"
+    metavar = member.options.get("metavar") or member.dest.upper()
+    return f"{flag} {metavar}" + (" ..." if member.options.get("nargs") in ("+", "*") else "")
 
 
 def add_commands(

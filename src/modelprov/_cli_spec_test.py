@@ -131,3 +131,36 @@ def test_the_readme_synopsis_lists_every_flag_of_every_command() -> None:
                     re.search(rf"(?<![\w-]){flag}(?![\w-])", lines[command.name])
                     for flag in action.option_strings
                 ), (command.name, action.option_strings)
+
+
+def test_errors_name_the_flag_that_gives_a_keyword() -> None:
+    from modelprov._cli_spec import argument, command_line_keywords
+    from modelprov.errors import UsageError, keyword
+
+    command = Command(
+        "run",
+        "run it",
+        lambda args: 0,
+        (
+            argument("--ranges", metavar="FILE.json"),
+            argument("--annotations", metavar="FILE.json"),
+            argument("--calibrate", metavar="N", keywords=("annotations",)),
+            argument("--force", action="store_true"),
+        ),
+        keywords={"rules": "a rules file"},
+    )
+    args = argparse.Namespace(ranges="r.json", annotations=None, calibrate=None, force=False)
+    flags = command_line_keywords(command, args)
+    # the value given, else the metavar; a declared keyword wins over a flag's own name
+    assert flags == {
+        "annotations": "--calibrate N",
+        "ranges": "--ranges r.json",
+        "force": "--force",
+        "rules": "a rules file",
+    }
+    error = UsageError(
+        f"{keyword('ranges', 'ranges[0]', command_line_suffix=', key 0')} is bad; pass "
+        f"{keyword('force', 'force=True')} or {keyword('trace_options')}"
+    )
+    assert str(error) == "ranges[0] is bad; pass force=True or trace_options="
+    assert error.said_with(flags) == "--ranges r.json, key 0 is bad; pass --force or trace_options="

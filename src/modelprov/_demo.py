@@ -6,6 +6,7 @@ import logging
 import os
 import tempfile
 import warnings
+from collections.abc import Callable
 from typing import TextIO
 
 import onnx_ir as ir
@@ -33,8 +34,12 @@ def _quiet_export(model: torch.nn.Module, args: tuple[object, ...], optimize: bo
     return model_ir
 
 
-def run_demo(out: TextIO, *, folder: str | None = None) -> str:
-    """Runs the demo, writes what it finds to ``out``, returns the folder with the models."""
+def run_demo(
+    out: TextIO, *, folder: str | None = None, wrote: Callable[[str, str], None] | None = None
+) -> str:
+    """Runs the demo, writes what it finds to ``out``, returns the folder with the models;
+    ``wrote(path, what)`` is told of each file written."""
+    told = wrote or (lambda path, what: None)
     logging.getLogger("torch").setLevel(logging.ERROR)
     folder = folder or tempfile.mkdtemp(prefix="modelprov-demo-")
     os.makedirs(folder, exist_ok=True)
@@ -46,7 +51,8 @@ def run_demo(out: TextIO, *, folder: str | None = None) -> str:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             path = os.path.join(folder, f"{name}.onnx")
-            ours = export(module, args, path, verbose=False).model
+            program = export(module, args, path, verbose=False)
+            ours = program.model
         out.write(f"== {name}: {len(plain.graph)} nodes exported\n")
         for label, model in (("torch.onnx optimize=True", torch_optimized), ("modelprov", ours)):
             report = diff(plain, model)
@@ -71,10 +77,49 @@ def run_demo(out: TextIO, *, folder: str | None = None) -> str:
             out.write("    its stack_trace metadata:\n")
             out.write("".join(f"      | {line}\n" for line in trace.split("\n")[:12]))
         out.write(f"  saved: {path}\n")
+        told(path, f"{name} exported with modelprov")
         plain_path = os.path.join(folder, f"{name}.plain.onnx")
         save_model(plain, plain_path)
+        told(plain_path, f"{name} exported with torch.onnx alone, unoptimized")
         report_path = write_report(
             path, os.path.join(folder, f"{name}.report.html"), before=plain_path
         )
+        told(report_path, f"{name}'s provenance report")
         out.write(f"  provenance report (open in a browser, works offline): {report_path}\n\n")
+    _numerics_demo(out, folder, program, args)
     return folder
+
+
+def _numerics_demo(
+    out: TextIO, folder: str, program: torch.onnx.ONNXProgram, args: tuple[object, ...]
+) -> None:
+    """A wrong bias planted in one layer of the last model, found by modelprov.compare."""
+    from modelprov.numerics import compare
+
+    biases = sorted(
+        name
+        for name, value in program.model.graph.initializers.items()
+        if name.endswith(".bias") and value.const_value is not None
+    )
+    if not biases:
+        return
+    planted = biases[len(biases) // 2]
+    broken = ir.from_proto(ir.to_proto(program.model))
+    value = broken.graph.initializers[planted]
+    array = value.const_value.numpy().copy()  # type: ignore[union-attr]
+    array.flat[0] += 1.0
+    value.const_value = ir.tensor(array, name=planted)
+    out.write(f"== which layer differs: {planted} changed by 1.0 in the ONNX file\n")
+    report = compare(program, broken, args)
+    first = report.first_divergence
+    if first is not None:
+        out.write(
+            f"  modelprov.compare: {sum(r.diverges for r in report.rows)} of {len(report.rows)} "
+            f"values diverge; the first is node {first.node} computing "
+            f"{', '.join(path or '<root>' for path in first.node_modules)} (max rel error "
+            f"{first.max_rel_error:.2g}); everything it reads is within tolerance\n"
+        )
+    path = os.path.join(folder, "planted.onnx")
+    save_model(broken, path)
+    report_path = write_report(path, os.path.join(folder, "planted.report.html"), numerics=report)
+    out.write(f"  nodes coloured by error: {report_path}\n\n")

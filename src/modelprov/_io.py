@@ -22,6 +22,7 @@ import onnx_ir as ir
 from google.protobuf.message import DecodeError
 
 from modelprov._external_tensors import embedded_external_tensors, set_base_dir
+from modelprov._input_files import open_regular
 from modelprov._output import (
     check_replaceable,
     data_file_name,
@@ -73,6 +74,8 @@ def _check_path(path: str | os.PathLike[str]) -> str:
         raise InvalidModelError(f"{name}: no such file; check the path")
     if os.path.isdir(name):
         raise InvalidModelError(f"{name}: is a directory, not an ONNX model file")
+    if not os.path.isfile(name):
+        raise InvalidModelError(f"{name}: is a FIFO, device or socket, not an ONNX model file")
     if os.path.getsize(name) == 0:
         raise InvalidModelError(f"{name}: the file is empty, not an ONNX model")
     return name
@@ -133,6 +136,11 @@ def external_data_of(proto: onnx.ModelProto, model_path: str) -> list[ExternalDa
         where = f"{model_path}: tensor {tensor.name!r} stores its data in {location!r}"
         if not location:
             raise InvalidModelError(f"{where}, which names no file; the model is corrupt")
+        if not isinstance(location, str) or "\0" in location:
+            raise InvalidModelError(
+                f"{where}, which is no file name (a NUL byte or invalid UTF-8); the model is "
+                "corrupt: fix the tensor's location"
+            )
         if os.path.isabs(location) or location.startswith(("/", "\\")) or ":" in location[:3]:
             raise InvalidModelError(
                 f"{where}, an absolute path; external data must lie inside the model's "
@@ -248,13 +256,15 @@ def check_output(
     inputs: Sequence[str | os.PathLike[str]],
     *,
     in_place: bool = False,
+    allow_with: str | None = None,
 ) -> str:
     """Checks, before any work, that ``output`` can be written and overwrites no input.
 
     The output (a regular file or a missing path, symlinks followed, see
     :mod:`modelprov._output`) and its ``.data`` file must not be an input or one of the
     inputs' external data files unless ``in_place``; the output folder must exist and be
-    writable. Returns the output path.
+    writable. ``allow_with`` names the caller's flag that allows overwriting an input (the
+    error advises it), None when there is none. Returns the output path.
     """
     name = os.fspath(output)
     target = output_target(name)
@@ -272,9 +282,10 @@ def check_output(
                 and os.path.exists(source)
                 and os.path.samefile(path, source)
             ):
+                allow = f"pass {allow_with} to allow it, or " if allow_with else ""
                 raise UsageError(
-                    f"{name}: the output would overwrite the input {source}; pass "
-                    "--in-place to allow it, or choose another output"
+                    f"{name}: the output would overwrite the input {source}; {allow}"
+                    "choose another output"
                 )
     with temporary_beside(target):
         pass
@@ -283,7 +294,7 @@ def check_output(
 
 def _quick_proto(path: str | os.PathLike[str]) -> onnx.ModelProto:
     proto = onnx.ModelProto()
-    with contextlib.suppress(OSError, DecodeError), open(path, "rb") as stream:
+    with contextlib.suppress(OSError, DecodeError), open_regular(path) as stream:
         proto.ParseFromString(stream.read())
     return proto
 
@@ -341,8 +352,9 @@ def _remove_data_files(target: str, keep: str | None = None) -> None:
 
 def save_model(
     model: ir.Model, path: str | os.PathLike[str], *, external_data: bool | None = None
-) -> None:
+) -> list[str]:
     """Saves atomically; weights go to ``<name>.data`` when asked or when over 2 GB.
+    Returns the files written: the model, then its data file when there is one.
 
     Weights still on disk (``ir.ExternalTensor``, e.g. from :func:`load_model`) are always
     copied into ``<name>.data`` (attribute tensors, a Constant's value, are embedded): a
@@ -364,11 +376,12 @@ def save_model(
             _atomic_write(
                 name, lambda stream: write_message(proto, stream), after_commit=_remove_data_files
             )
-            return
-        _save_with_data_file(model, name)
+            return [name]
+        return _save_with_data_file(model, name)
 
 
-def _save_with_data_file(model: ir.Model, name: str) -> None:
+def _save_with_data_file(model: ir.Model, name: str) -> list[str]:
+    """The model and its new data file, written and then committed as a pair."""
     target = output_target(name)
     folder = os.path.dirname(os.path.abspath(target))
     old_data = data_files_of(target)
@@ -393,12 +406,16 @@ def _save_with_data_file(model: ir.Model, name: str) -> None:
             with folder_lock(folder):
                 _commit(staged, target, staged_data if has_data else None, data_path)
                 _remove_data_files(target, keep=data_name if has_data else None)
+            written = [name]
+            if has_data:
+                written.append(os.path.join(os.path.dirname(name), data_name))
         finally:
             shutil.rmtree(staging, ignore_errors=True)
     except OSError as error:
         if isinstance(error, OutputError):
             raise
         raise OutputError(f"{name}: cannot write in {folder}: {error.strerror or error}") from None
+    return written
 
 
 def _commit(staged: str, target: str, staged_data: str | None, data_path: str) -> None:

@@ -14,12 +14,10 @@ import types
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-import onnx
-import onnx_ir as ir
-
 from modelprov.core._provenance import node_label
 from modelprov.core._sources import Source, shared_id_list
 from modelprov.core.keys import SOURCE_NODE_KEY
+from modelprov.onnx._convert import ModelInput, as_ir
 from modelprov.onnx._lookup import node_sources
 
 if TYPE_CHECKING:
@@ -87,22 +85,6 @@ def shared_ids(source: Source) -> list[str]:
     return shared_id_list(source.metadata.get(ONNX_SOURCE_NODE_KEY, ""))
 
 
-def _onnx_model(model: Any) -> ir.Model:
-    if isinstance(model, ir.Model):
-        return model
-    if isinstance(model, onnx.ModelProto):
-        return ir.serde.deserialize_model(model)
-    if isinstance(model, str | os.PathLike):
-        return ir.load(model)
-    inner = getattr(model, "model", None)  # torch.onnx.ONNXProgram
-    if isinstance(inner, ir.Model):
-        return inner
-    raise TypeError(
-        "join_sources needs an ONNX model (onnx_ir.Model, onnx.ModelProto, a path, or the "
-        f"ONNXProgram modelprov.export returns); got {type(model).__name__}"
-    )
-
-
 def _group(pairs: Iterable[tuple[str, Any]]) -> dict[str, tuple[Any, ...]]:
     grouped: dict[str, list[Any]] = {}
     for key, value in pairs:
@@ -113,7 +95,7 @@ def _group(pairs: Iterable[tuple[str, Any]]) -> dict[str, tuple[Any, ...]]:
 
 
 def join_sources(
-    onnx_model: Any, stablehlo: StableHLOProgram | str | bytes | os.PathLike[str]
+    onnx_model: ModelInput, stablehlo: StableHLOProgram | str | bytes | os.PathLike[str]
 ) -> SourceJoin:
     """Join an ONNX export and a StableHLO export of the same model by source id.
 
@@ -121,7 +103,7 @@ def join_sources(
     ``stablehlo``: a StableHLOProgram, or MLIR text/bytecode/path (also after downstream
     compilers such as IREE: locations carry the id when attributes are gone).
     """
-    model = _onnx_model(onnx_model)
+    model = as_ir(onnx_model, where="join_sources(onnx_model, ...)")
     onnx_pairs = [
         (source_id, node_label(node, index))
         for index, (node, found) in enumerate(node_sources(model))

@@ -17,6 +17,8 @@ import time
 from collections.abc import Iterator
 from typing import TextIO
 
+from modelprov.core._printable import printable
+
 __all__ = ["QUIET", "status", "summary"]
 
 QUIET: contextvars.ContextVar[bool] = contextvars.ContextVar("modelprov_quiet", default=False)
@@ -27,7 +29,8 @@ def summary(text: str, *, stream: TextIO | None = None) -> None:
     """The one line a command prints when it succeeded (unless quiet)."""
     if QUIET.get():
         return
-    print(f"modelprov: {text}", file=stream if stream is not None else sys.stderr, flush=True)
+    shown = printable(f"modelprov: {text}")
+    print(shown, file=stream if stream is not None else sys.stderr, flush=True)
 
 
 @contextlib.contextmanager
@@ -40,6 +43,7 @@ def status(
 ) -> Iterator[None]:
     """Progress while a step runs: a spinner on a terminal, rate-limited lines otherwise."""
     out = stream if stream is not None else sys.stderr
+    message = printable(message)
     if QUIET.get():
         yield
         return

@@ -2,8 +2,9 @@
 
 protobuf hands a string field that is not valid UTF-8 over as ``bytes``; onnx_ir then fails
 deep inside (or writes a model it cannot serialize). A node input no one produces, or a
-value produced twice, makes onnx_ir fail or log half-way through. These checks find such
-models first and say where, as a ModelprovError (exit 2 on the command line).
+value produced twice, makes onnx_ir fail or log half-way through; so do model-local
+functions defined twice or calling themselves (``_proto_structure``). These checks find
+such models first and say where, as a ModelprovError (exit 2 on the command line).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Callable, Iterable, Iterator
 import onnx
 import onnx_ir as ir
 
+from modelprov._proto_structure import dataflow_problem, function_problem
 from modelprov.errors import InvalidModelError, MetadataError
 
 __all__ = ["check_proto", "is_plain_and_valid", "read_proto", "text_problems"]
@@ -101,26 +103,9 @@ def _function_text(proto: onnx.ModelProto, metadata: bool) -> Iterator[str]:
 
 
 def _dataflow_problem(graph: onnx.GraphProto, where: str) -> str:
-    """A node input no one produces, or a value produced twice, in the main graph."""
-    defined = {value.name for value in graph.input}
-    defined.update(tensor.name for tensor in graph.initializer)
-    defined.update(sparse.values.name for sparse in graph.sparse_initializer)
-    for index, node in enumerate(graph.node):
-        label = f"{where}node {node.name or index!r} ({node.op_type})"
-        for name in node.input:
-            if name and name not in defined:
-                return (
-                    f"{label} reads {name!r}, which no graph input, initializer or earlier "
-                    "node produces; the graph is broken or not in topological order"
-                )
-        for name in node.output:
-            if name and name in defined:
-                return f"{label} produces {name!r}, which is already defined; names must be unique"
-            defined.add(name)
-    for output in graph.output:
-        if output.name not in defined:
-            return f"{where}graph output {output.name!r} is produced by no node or input"
-    return ""
+    """A node input no one produces before it, or a value produced twice, in the main graph
+    or its subgraphs (:func:`modelprov._proto_structure.dataflow_problem`)."""
+    return dataflow_problem(graph, where)
 
 
 def _texts_clean(texts: Iterable[object]) -> bool:
@@ -249,13 +234,16 @@ def is_plain_and_valid(proto: onnx.ModelProto) -> bool:
                 return False
             if any(a.HasField("g") or a.graphs for a in node.attribute):
                 return False
-    return not any(_model_text_problems(proto, metadata=True))
+    if any(_model_text_problems(proto, metadata=True)):
+        return False
+    return not function_problem(proto)
 
 
 def check_proto(proto: onnx.ModelProto, where: str, *, metadata: bool = True) -> None:
     """Raises a ModelprovError naming ``where`` and the place when the model holds text
     that is not UTF-8 (metadata included when ``metadata``) or its main graph's dataflow is
-    broken (an input no one produces, a value produced twice)."""
+    broken (an input no one produces, a value produced twice, also in subgraphs), or its
+    model-local functions are defined twice, recursive or read undefined values."""
     if is_plain_and_valid(proto):  # one walk for the common case
         return
     if not _graph_clean(proto.graph, metadata):
@@ -265,7 +253,7 @@ def check_proto(proto: onnx.ModelProto, where: str, *, metadata: bool = True) ->
         # The main graph is clean: the rest is small.
         for problem in _model_text_problems(proto, metadata=metadata):
             raise MetadataError(f"{where}: {problem}; {_REPAIR}")
-    problem = _dataflow_problem(proto.graph, "")
+    problem = _dataflow_problem(proto.graph, "") or function_problem(proto)
     if problem:
         raise InvalidModelError(f"{where}: {problem}")
 

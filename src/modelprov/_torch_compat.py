@@ -28,6 +28,7 @@ from modelprov.errors import MissingDependencyError
 
 __all__ = [
     "TESTED_TORCH",
+    "flatten_inputs",
     "fx_node_text_name",
     "fx_node_text_target",
     "is_op_overload",
@@ -235,3 +236,16 @@ def parse_fx_node_text(text: str) -> tuple[str, tuple[Any, ...], dict[str, Any]]
         return None
     target = match["target"].removeprefix("torch.ops.")
     return target, args, {str(key): value for key, value in kwargs.items()}
+
+
+def flatten_inputs(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
+    """``(args, kwargs)`` flattened as torch.export flattens a program's inputs
+    (``torch.utils._pytree.tree_flatten``; torch has no public flattening with its rules for
+    its own containers), the order of an unlifted program's placeholders."""
+    import torch
+
+    def flatten() -> list[Any]:
+        leaves, _ = torch.utils._pytree.tree_flatten((args, kwargs))
+        return list(leaves)
+
+    return _guarded("torch.utils._pytree.tree_flatten", flatten)

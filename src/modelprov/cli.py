@@ -1,29 +1,29 @@
 """The ``modelprov`` command line: thin over the Python API.
 
-Exit codes (:class:`modelprov.errors.ExitCode`): 0 ok, 1 a check failed (``--fail-under``),
-2 usage or input error, 3 an output cannot be written, 4 StableHLO lowering failed, 5 an
-optional dependency is missing, 70 internal error, 130 interrupted (Ctrl-C, SIGTERM), 141
-stdout closed early. Errors are one line on stderr (``--debug`` adds the traceback). Reports
-go to stdout; errors, progress and each command's one summary line go to stderr (a spinner on
-a terminal, rate-limited lines otherwise; ``-q`` silences progress and summaries).
+Exit codes: :class:`modelprov.errors.ExitCode` (``modelprov --help`` lists them all). Errors
+are one line on stderr, ``modelprov: error: ...`` (``--debug`` adds the traceback). Reports go
+to stdout; errors, progress and one summary line per written file go to stderr (a spinner on
+a terminal, rate-limited lines otherwise; ``-q`` silences progress and summaries). The
+libraries' own log lines and warnings (torch.onnx, onnxscript) show only with ``-v``.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import logging
 import os
 import signal
 import sys
 import traceback
-import warnings
 from collections.abc import Sequence
 
 from modelprov import _progress
 from modelprov._cli_commands import COMMANDS, one_line
-from modelprov._cli_spec import ArgumentParser, add_commands
+from modelprov._cli_spec import ArgumentParser, add_commands, command_line_keywords
 from modelprov._gc import gc_paused
+from modelprov._library_warnings import collected
+from modelprov._quiet_libraries import libraries_quieted
+from modelprov.core._printable import printable
 from modelprov.errors import ExitCode, ModelprovError, UsageError
 
 __all__ = ["ExitCode", "UsageError", "build_parser", "main"]
@@ -39,8 +39,9 @@ def build_parser(*, complete: bool = False) -> argparse.ArgumentParser:
     parsed or its help is shown; ``complete=True`` adds them all at once."""
     parser = ArgumentParser(
         prog="modelprov",
-        description="Keep every operation's provenance through ONNX export and optimization. "
-        "Exit codes: 0 ok, 1 a check failed, 2 usage or input error.",
+        description="Keep every operation's provenance through ONNX export and optimization.",
+        epilog=_exit_codes(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress details")
     parser.add_argument(
@@ -57,6 +58,14 @@ def build_parser(*, complete: bool = False) -> argparse.ArgumentParser:
     return parser
 
 
+_COMMANDS_BY_NAME = {command.name: command for command in COMMANDS}
+
+
+def _exit_codes() -> str:
+    """The exit codes, one per line, from :class:`ExitCode` (for ``--help``)."""
+    return "exit codes:\n" + "\n".join(f"  {int(code):<4} {code.meaning}" for code in ExitCode)
+
+
 def _version() -> str:
     from importlib import metadata
 
@@ -69,9 +78,10 @@ def _version() -> str:
 
 
 def _say(text: str) -> None:
-    """One line on stderr, whatever characters it holds."""
+    """One line on stderr, whatever characters it holds (escaped: ``core._printable``)."""
     encoding = getattr(sys.stderr, "encoding", None) or "utf-8"
-    sys.stderr.write(text.encode(encoding, "backslashreplace").decode(encoding) + "\n")
+    shown = printable(text)
+    sys.stderr.write(shown.encode(encoding, "backslashreplace").decode(encoding) + "\n")
     sys.stderr.flush()
 
 
@@ -98,12 +108,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     previous = None
     with contextlib.suppress(ValueError):  # not the main thread: leave SIGTERM alone
         previous = signal.signal(signal.SIGTERM, _interrupt)
+    flags: dict[str, str] = {}
     try:
-        return _run(argv)
+        return _run(argv, flags)
     except ModelprovError as error:
         if debug:
             traceback.print_exc()
-        _say(f"modelprov: error: {one_line(error)}")
+        _say(f"modelprov: error: {one_line(error, flags)}")
         return error.exit_code
     except KeyboardInterrupt:
         _say("modelprov: interrupted; nothing was left half-written")
@@ -127,22 +138,23 @@ def main(argv: Sequence[str] | None = None) -> int:
                 signal.signal(signal.SIGTERM, previous)
 
 
-def _run(argv: Sequence[str] | None) -> int:
+def _run(argv: Sequence[str] | None, flags: dict[str, str]) -> int:
+    """Parses and runs the command; ``flags`` gets how its errors name API keywords."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s", force=True
-    )
-    _progress.QUIET.set(bool(args.quiet))
-    if not args.verbose:
-        logging.getLogger("torch").setLevel(logging.ERROR)
-        for category in (DeprecationWarning, FutureWarning, UserWarning):
-            warnings.simplefilter("ignore", category)
+    flags.update(command_line_keywords(_COMMANDS_BY_NAME[args.command], args))
+    quiet = _progress.QUIET.set(bool(args.quiet))
     try:
         # A short-lived process: collecting cycles would walk every node. Run as the program
         # (no argv given), the process exits next, so nothing is collected at the end either.
-        with gc_paused(freeze_after=argv is None):
+        with (
+            collected(verbose=args.verbose, debug=args.debug) as library_warnings,
+            libraries_quieted(enabled=not args.verbose),
+            gc_paused(freeze_after=argv is None),
+        ):
             code: int = args.run(args)
+        if library_warnings.summary():
+            _progress.summary(library_warnings.summary())
     except ImportError as error:
         if isinstance(error, ModelprovError):
             raise
@@ -151,6 +163,8 @@ def _run(argv: Sequence[str] | None) -> int:
                 f"{args.command} is not available in this installation ({error})"
             ) from error
         raise
+    finally:
+        _progress.QUIET.reset(quiet)
     sys.stdout.flush()
     return code
 

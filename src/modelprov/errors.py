@@ -22,6 +22,8 @@ what to do. The command line exits with the class's ``exit_code``:
 from __future__ import annotations
 
 import enum
+import re
+from collections.abc import Mapping
 
 __all__ = [
     "AnnotationError",
@@ -39,37 +41,89 @@ __all__ = [
     "StableHLOError",
     "UsageError",
     "VerificationError",
+    "keyword",
 ]
 
 
 class ExitCode(enum.IntEnum):
-    """Exit codes of the ``modelprov`` command (documented in README.md)."""
+    """Exit codes of the ``modelprov`` command; each member's ``meaning`` is the line
+    ``modelprov --help`` lists for it (README.md documents them too)."""
 
-    OK = 0
+    meaning: str
+
+    def __new__(cls, value: int, meaning: str) -> ExitCode:
+        member = int.__new__(cls, value)
+        member._value_ = value
+        member.meaning = meaning
+        return member
+
+    OK = 0, "ok"
     """Success."""
-    CHECK_FAILED = 1
-    """A check did not pass (``diff --fail-under``)."""
-    BAD_INPUT = 2
+    CHECK_FAILED = 1, "a check failed (diff --fail-under, export --verify)"
+    """A check did not pass (``diff --fail-under``, ``export --verify``)."""
+    BAD_INPUT = 2, "usage or input error (arguments, files, models, metadata, policies)"
     """A usage error or an input modelprov cannot use (file, model, metadata, annotations,
     policies, models that do not correspond)."""
-    CANNOT_WRITE = 3
+    CANNOT_WRITE = 3, "an output cannot be written"
     """An output cannot be written."""
-    LOWERING_FAILED = 4
+    LOWERING_FAILED = 4, "StableHLO lowering failed"
     """Lowering to StableHLO failed."""
-    MISSING_DEPENDENCY = 5
+    MISSING_DEPENDENCY = 5, "an optional dependency is missing (the message names the extra)"
     """An optional dependency (extra) is not installed."""
-    INTERNAL_ERROR = 70
+    INTERNAL_ERROR = 70, "internal error, a bug (--debug shows the traceback)"
     """A bug in modelprov or a library it runs; ``--debug`` shows the traceback."""
-    INTERRUPTED = 130
+    INTERRUPTED = 130, "interrupted (Ctrl-C, SIGTERM); nothing is left half-written"
     """Stopped by Ctrl-C or SIGTERM; nothing was left half-written."""
-    BROKEN_PIPE = 141
+    BROKEN_PIPE = 141, "stdout closed early (| head)"
     """The reader of stdout went away (``| head``)."""
 
 
+_KEYWORD = re.compile("\ue000([A-Za-z_][A-Za-z0-9_]*)\ue001(.*?)\ue001(.*?)\ue002", re.S)
+
+
+def keyword(name: str, python: str | None = None, *, command_line_suffix: str = "") -> str:
+    """How a message names the API keyword ``name``, so each audience reads its own words.
+
+    ``str(error)`` says ``python`` (default ``name=``); the command line says the flag that
+    gives ``name`` (``--ranges r.json``) followed by ``command_line_suffix``, or ``python``
+    when the command has no such flag::
+
+        raise QuantizationError(f"{keyword('ranges', f'ranges[{key!r}]')}: not a tensor")
+    """
+    spelled = python if python is not None else f"{name}="
+    return f"\ue000{name}\ue001{spelled}\ue001{command_line_suffix}\ue002"
+
+
+def _said(template: str, flags: Mapping[str, str]) -> str:
+    def spell(match: re.Match[str]) -> str:
+        name, python, suffix = match.groups()
+        return flags[name] + suffix if name in flags else python
+
+    return _KEYWORD.sub(spell, template)
+
+
 class ModelprovError(Exception):
-    """Base class of every error modelprov raises on purpose."""
+    """Base class of every error modelprov raises on purpose.
+
+    A message may name API keywords with :func:`keyword`: ``str(error)`` spells them as
+    Python, :meth:`said_with` as the command line's flags.
+    """
 
     exit_code: ExitCode = ExitCode.BAD_INPUT
+    _template: str | None = None
+
+    def __init__(self, *args: object) -> None:
+        if args and isinstance(args[0], str) and _KEYWORD.search(args[0]):
+            self._template = args[0]
+            args = (_said(args[0], {}), *args[1:])
+        super().__init__(*args)
+
+    def said_with(self, flags: Mapping[str, str]) -> str:
+        """The message with each keyword it names that ``flags`` knows (keyword -> how the
+        command line gives it, e.g. ``{"ranges": "--ranges r.json"}``) spelled that way."""
+        if self._template is None:
+            return str(self)
+        return _said(self._template, flags)
 
 
 class UsageError(ModelprovError, ValueError):

@@ -19,6 +19,8 @@ from collections.abc import Callable
 import onnx
 import onnx_ir as ir
 
+from tests.bad_inputs.structure_cases import structure_cases
+
 __all__ = ["Case", "write_corpus"]
 
 GOOD = "good.onnx"
@@ -45,6 +47,8 @@ class Case:
     check: Callable[[str], None] | None = None
     check_on: tuple[str, ...] = ()
     """Commands whose output ``check`` applies to (all writing commands when empty)."""
+    refused_by: tuple[str, ...] = ()
+    """Commands that must refuse the case (exit 2) although its provenance may be fine."""
 
 
 Mutation = Callable[[onnx.ModelProto], None]
@@ -605,6 +609,8 @@ def _cases() -> list[tuple[str, str, str, Mutation | bytes | None, dict[str, obj
         ("external_short", "external data", PLAIN, _external("short.bin", length=10_000), {}),
         ("external_negative", "external data", PLAIN, _external("short.bin", offset=-4), {}),
         ("external_offset_text", "external data", PLAIN, _external("short.bin", offset="abc"), {}),
+        # --- issue 23: structure and external locations (tests/bad_inputs/structure_cases.py)
+        *structure_cases(),
     ]
     return cases
 
@@ -719,8 +725,9 @@ def write_corpus(folder: str) -> list[Case]:
     bases = _base_models(folder)
     cases: list[Case] = []
     more = [c for m in CLASS_MODULES for c in importlib.import_module(m).cases(folder)]
-    for name, kind, base, mutation, fields in [*_cases(), *more]:
-        path = f"{name}.onnx"
+    for name, kind, base, mutation, given in [*_cases(), *more]:
+        fields = dict(given)
+        path = fields.pop("path", f"{name}.onnx")
         if isinstance(mutation, bytes):
             data = mutation
         else:

@@ -54,7 +54,9 @@ COMMANDS: dict[str, Command] = {
     "functionize": _writes("functionize", "{m}", "-o", "{o}"),
     "inline": _writes("inline", "{m}", "-o", "{o}"),
     "recover M GOOD": _writes("recover", "{m}", GOOD, "-o", "{o}"),
-    "recover PLAIN M": _writes("recover", PLAIN, "{m}", "-o", "{o}"),
+    # A case is PLAIN changed (some compute more, e.g. + an external constant): not a
+    # tool's output of PLAIN, so recover refuses it by running both unless forced.
+    "recover PLAIN M": _writes("recover", PLAIN, "{m}", "-o", "{o}", "--force"),
 }
 READS_OLD_PROVENANCE = set(COMMANDS) - {"recover PLAIN M"}
 """Commands that read the case's own provenance (recover replaces an optimized model's)."""
@@ -137,6 +139,8 @@ def run_case(folder: Path, case: Case, command_name: str, workdir: Path) -> list
             problems.append(f"{label}: succeeded but left {left} (expected {outputs})")
         if case.corrupt and command_name in READS_OLD_PROVENANCE:
             problems.append(f"{label}: unreadable provenance accepted (silent wrong answer)")
+        if command_name in case.refused_by:
+            problems.append(f"{label}: a broken model accepted (exit 0)")
         applies = command_name in (case.check_on or READS_OLD_PROVENANCE)
         if case.check and applies and outputs and outputs[0].endswith(".onnx") and left:
             try:

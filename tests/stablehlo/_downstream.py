@@ -7,6 +7,9 @@ three: seed 003's MLP, nn.TransformerEncoder (2 layers x 64) and a 2-layer Llama
 from __future__ import annotations
 
 import dataclasses
+import functools
+import importlib.util
+import os
 import re
 from collections.abc import Callable
 from typing import Any
@@ -30,6 +33,34 @@ _SOURCE_FILE = re.compile(r'source_file="(?P<file>[^"]*)"')
 _SOURCE_LINE = re.compile(r"source_line=(?P<line>\d+)")
 _TABLE_ROW = re.compile(r"^(?P<id>\d+) (?P<body>.*)$")
 _FIELD = re.compile(r"(\w+)=(\d+)")
+
+_LOCATION_FILE = re.compile(r'loc\("(?P<file>[^"]+)":\d+:\d+\)')
+
+
+@functools.cache
+def tool_folders() -> tuple[str, ...]:
+    """The installed folders of the lowering tools' packages (modelprov, torchax, jax, jaxlib).
+
+    Their files are the tools' frames, wherever the checkout is and whatever its folder is
+    called (``git clone`` names it ``modelprov``, like the package).
+    """
+    folders = []
+    for name in ("modelprov", "torchax", "jax", "jaxlib"):
+        spec = importlib.util.find_spec(name)
+        for folder in (spec.submodule_search_locations or []) if spec else []:
+            folders.append(os.path.join(os.path.realpath(folder), ""))
+    return tuple(folders)
+
+
+def is_tool_source(path: str) -> bool:
+    """True for a file inside one of the :func:`tool_folders` (not a user or torch frame)."""
+    return os.path.realpath(path).startswith(tool_folders())
+
+
+def location_files(text: str) -> set[str]:
+    """Every file an MLIR text's file locations name (``loc("file":line:column)``)."""
+    return {match["file"] for match in _LOCATION_FILE.finditer(text)}
+
 
 # Instructions that compute nothing of the model: inputs, constants, plumbing.
 _NOT_COMPUTING = frozenset({"parameter", "constant", "tuple", "get-tuple-element"})
@@ -238,7 +269,7 @@ def hlo_survival(program: StableHLOProgram, hlo_text: str) -> tuple[int, int, li
         user_line = (
             instruction.file is not None
             and instruction.line is not None
-            and not re.search(r"(?:^|/)(?:modelprov|torchax|jax|jaxlib)/", instruction.file)
+            and not is_tool_source(instruction.file)
         )
         if named and user_line:
             good += 1

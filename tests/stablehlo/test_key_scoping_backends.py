@@ -95,6 +95,7 @@ def test_onnx_and_stablehlo_give_each_source_the_same_annotation_keys() -> None:
             model, args, annotations=ANNOTATIONS, policies=POLICIES, optimize=False, verbose=False
         )
     stablehlo = modelprov.export_stablehlo(model, args, annotations=ANNOTATIONS, policies=POLICIES)
+    from modelprov.stablehlo._read import attribute_text  # numbers in their string form
 
     onnx_keys = _user_keys(
         (shared_id_list(node.metadata_props.get(SOURCE_NODE_KEY, "")), node.metadata_props)
@@ -103,9 +104,9 @@ def test_onnx_and_stablehlo_give_each_source_the_same_annotation_keys() -> None:
     stablehlo_keys = _user_keys(
         (
             shared_id_list(
-                op.attributes.get(STABLEHLO_SOURCE_NODE_KEY, op.attributes[STABLEHLO_NODE_KEY])
+                str(op.attributes.get(STABLEHLO_SOURCE_NODE_KEY, op.attributes[STABLEHLO_NODE_KEY]))
             ),
-            op.attributes,
+            {key: attribute_text(value) for key, value in op.attributes.items()},
         )
         for op in stablehlo.ops
         if len(op.nodes) == 1

@@ -15,12 +15,13 @@ import torch
 
 import modelprov
 from modelprov.stablehlo import read_mlir_sources, restore_attributes
+from modelprov.stablehlo._read import attribute_text
 from tests.stablehlo import _downstream
 
 pytest.importorskip("jax")
 
 
-def _calibrated_mlp() -> tuple[modelprov.StableHLOProgram, dict[str, dict[str, str]]]:
+def _calibrated_mlp() -> tuple[modelprov.StableHLOProgram, dict[str, dict[str, Any]]]:
     model, args = modelprov._examples.mlp()
     torch.manual_seed(2)
     ranges = modelprov.calibrate(model, [torch.randn(8, 784) for _ in range(4)])
@@ -66,7 +67,9 @@ def test_iree_flow_keeps_the_range_of_every_linear_layer_it_keeps() -> None:
     assert linears <= kept
     found = _ranges(ops)
     for path in kept:
-        assert found[path] == (ranges[path]["custom.min"], ranges[path]["custom.max"])
+        # calibrate's floats, f64 in the locations, back in their string form
+        expected = (ranges[path]["custom.min"], ranges[path]["custom.max"])
+        assert found[path] == tuple(attribute_text(value) for value in expected)
 
 
 def test_restore_attributes_rebuilds_user_keys_from_locations() -> None:
@@ -109,7 +112,8 @@ def test_location_keys_survive_canonicalize_and_cse() -> None:
     program, ranges = _calibrated_mlp()
     optimized = _downstream.canonicalize_and_cse(_strip_user_keys(program.text_with_locations))
     assert _ranges(read_mlir_sources(optimized)) == {
-        path: (keys["custom.min"], keys["custom.max"]) for path, keys in ranges.items()
+        path: (attribute_text(keys["custom.min"]), attribute_text(keys["custom.max"]))
+        for path, keys in ranges.items()
     }
 
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from modelprov.core.policy import Policies, from_output
-from modelprov.stablehlo import StableHLOProgram, export_stablehlo, load_exported
+from modelprov.stablehlo import StableHLOProgram, export_stablehlo, load_exported, read_mlir_sources
 
 pytest.importorskip("jax")
 
@@ -36,8 +36,8 @@ def program(mlp: torch.nn.Module) -> StableHLOProgram:
     return export_stablehlo(mlp, (torch.randn(1, 784),), annotations=ANNOTATIONS, policies=policies)
 
 
-def _ranged(program: StableHLOProgram) -> dict[str, list[tuple[str, str, str]]]:
-    found: dict[str, list[tuple[str, str, str]]] = {}
+def _ranged(program: StableHLOProgram) -> dict[str, list[tuple[str, object, object]]]:
+    found: dict[str, list[tuple[str, object, object]]] = {}
     for op in program.ops:
         if "custom.min" in op.attributes:
             entry = (op.op_name, op.attributes["custom.min"], op.attributes["custom.max"])
@@ -47,13 +47,13 @@ def _ranged(program: StableHLOProgram) -> dict[str, list[tuple[str, str, str]]]:
 
 def test_ranges_sit_on_the_ops_producing_each_layer_output(program: StableHLOProgram) -> None:
     assert _ranged(program) == {
-        "0": [("stablehlo.add", "-23.5", "18.9")],
-        "1": [("stablehlo.maximum", "0.0", "18.9")],
-        "2": [("stablehlo.add", "-7.25", "9.0")],
+        "0": [("stablehlo.add", -23.5, 18.9)],
+        "1": [("stablehlo.maximum", 0.0, 18.9)],
+        "2": [("stablehlo.add", -7.25, 9.0)],
     }
     last = program.ops_for("2")[-1]
     assert last.op_name == "stablehlo.add"
-    assert last.attributes["custom.max"] == "9.0"
+    assert last.attributes["custom.max"] == 9.0 and type(last.attributes["custom.max"]) is float
 
 
 def test_no_op_carries_a_range_of_a_module_whose_output_it_does_not_produce(
@@ -61,7 +61,7 @@ def test_no_op_carries_a_range_of_a_module_whose_output_it_does_not_produce(
 ) -> None:
     for op in program.ops:
         if any(key in op.attributes for key in RANGE_KEYS):
-            assert op.attributes["custom.min"] == repr(ANNOTATIONS[op.module]["custom.min"])
+            assert op.attributes["custom.min"] == ANNOTATIONS[op.module]["custom.min"]
     ranged = [op for op in program.ops if "custom.min" in op.attributes]
     assert len(ranged) == 3
     assert all(op.op_name != "stablehlo.dot_general" for op in ranged)
@@ -70,9 +70,9 @@ def test_no_op_carries_a_range_of_a_module_whose_output_it_does_not_produce(
 def test_attributes_are_in_text_saved_file_and_portable_artifact(
     program: StableHLOProgram, tmp_path: Path
 ) -> None:
-    expected = re.compile(r'stablehlo\.maximum .*custom\.min = "0\.0"')
+    expected = re.compile(r"stablehlo\.maximum .*custom\.min = 0\.000000e\+00 : f64")
     assert expected.search(program.text)
-    assert 'custom.min = "-23.5"' in program.text
+    assert "custom.min = -2.350000e+01 : f64" in program.text
     assert "loc(" not in program.text and "loc(" in program.text_with_locations
 
     text_path, export_path, _ = program.save(tmp_path / "mlp.mlir")
@@ -92,6 +92,36 @@ def test_attributes_are_in_text_saved_file_and_portable_artifact(
     x = torch.randn(1, 784)
     out = exported.call(weights, (x.numpy(),))
     np.testing.assert_allclose(np.asarray(out[0]), program.run(x)[0], rtol=0, atol=0)
+
+
+def test_string_form_is_seed_003s_and_reads_back_like_the_typed_one(
+    program: StableHLOProgram, mlp: torch.nn.Module
+) -> None:
+    """number_attributes="string": the issue's ``{custom.min = "0.0", ...}``, same sources."""
+    policies = Policies({"custom.min": from_output, "custom.max": from_output})
+    strings = export_stablehlo(
+        mlp,
+        (torch.randn(1, 784),),
+        annotations=ANNOTATIONS,
+        policies=policies,
+        number_attributes="string",
+    )
+    assert re.search(r'stablehlo\.maximum .*custom\.min = "0\.0"', strings.text)
+    assert _ranged(strings) == {
+        module: [(name, repr(low), repr(high)) for name, low, high in entries]
+        for module, entries in _ranged(program).items()
+    }
+    typed_ops, string_ops = (read_mlir_sources(p.text_with_locations) for p in (program, strings))
+    assert [op.attributes.get("custom.max") for op in typed_ops if op.sources] == [
+        None if value is None else float(value)
+        for value in (op.attributes.get("custom.max") for op in string_ops if op.sources)
+    ]
+    # Source.metadata holds the string form either way, as ONNX metadata does.
+    assert [s.metadata for op in typed_ops for s in op.sources] == [
+        s.metadata for op in string_ops for s in op.sources
+    ]
+    with pytest.raises(ValueError, match="number_attributes='float'"):
+        export_stablehlo(mlp, (torch.randn(1, 784),), number_attributes="float")  # type: ignore[arg-type]
 
 
 def test_module_verifies_and_runs_like_torch(
@@ -122,3 +152,33 @@ def test_trace_options_rewrite_stack_paths(tmp_path: Path) -> None:
     stacks = [line for line in program.text.splitlines() if "modelprov.stack" in line]
     assert stacks and all(root not in line for line in stacks)
     assert any('modelprov.stack = "torch/nn/modules/' in line for line in stacks)
+
+
+def test_read_mlir_sources_reads_numbers_strings_and_bools_of_any_width() -> None:
+    """What a compiler or a user may write: every numeric kind reads back as a Python number."""
+    text = """func.func @f(%a: tensor<2xf32>) -> tensor<2xf32> {
+      %0 = stablehlo.add %a, %a {custom.max = 2.5 : f64, custom.h = 1.5 : f32,
+        custom.bits = 4 : i64, custom.neg = -3 : i8, custom.idx = 3 : index, custom.on = true,
+        custom.s = "0.0", modelprov.node = "add", plain = 1 : i64} : tensor<2xf32>
+      return %0 : tensor<2xf32>
+    }"""
+    (op,) = read_mlir_sources(text)
+    assert dict(op.attributes) == {
+        "custom.max": 2.5,
+        "custom.h": 1.5,
+        "custom.bits": 4,
+        "custom.neg": -3,
+        "custom.idx": 3,
+        "custom.on": True,
+        "custom.s": "0.0",
+        "modelprov.node": "add",
+    }
+    assert [type(op.attributes[k]) for k in ("custom.max", "custom.bits", "custom.on")] == [
+        float,
+        int,
+        bool,
+    ]
+    (source,) = op.sources
+    assert source.id == "add"
+    assert source.metadata["custom.max"] == "2.5" and source.metadata["custom.on"] == "true"
+    assert source.metadata["custom.bits"] == "4" and source.metadata["custom.s"] == "0.0"

@@ -6,6 +6,8 @@ outputs carry custom.min/custom.max in XLA's optimized HLO.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 import torch
@@ -14,12 +16,13 @@ from hypothesis import strategies as st
 
 import modelprov
 from modelprov.stablehlo import read_hlo_sources, read_mlir_sources
+from modelprov.stablehlo._read import attribute_text
 from tests.stablehlo import _downstream
 
 pytest.importorskip("jax")
 
 
-def _calibrated_mlp() -> tuple[modelprov.StableHLOProgram, torch.Tensor, dict[str, dict[str, str]]]:
+def _calibrated_mlp() -> tuple[modelprov.StableHLOProgram, torch.Tensor, dict[str, dict[str, Any]]]:
     model, (x,) = modelprov._examples.mlp()
     torch.manual_seed(1)
     ranges = modelprov.calibrate(model, [torch.randn(8, 784) for _ in range(4)])
@@ -46,7 +49,11 @@ def test_calibrated_ranges_of_the_three_layers_are_in_optimized_hlo() -> None:
         for op in ops
         if "custom.min" in op.attributes and op.opcode != "fusion"
     }
-    expected = {(path, keys["custom.min"], keys["custom.max"]) for path, keys in ranges.items()}
+    # calibrate's floats, f64 on the ops, strings in HLO: their string form in Source.metadata
+    expected = {
+        (path, attribute_text(keys["custom.min"]), attribute_text(keys["custom.max"]))
+        for path, keys in ranges.items()
+    }
     assert ranged == expected
     assert set(ranges) == {"0", "1", "2"}
     # Value-scoped: only the ops making a layer's output carry its range.
@@ -60,7 +67,7 @@ def test_calibrated_ranges_of_the_three_layers_are_in_optimized_hlo() -> None:
     # names its FX node there.
     before = read_hlo_sources(lowered.as_text(dialect="hlo"))  # type: ignore[attr-defined]
     assert {op.attributes.get("custom.min") for op in before} >= {
-        keys["custom.min"] for keys in ranges.values()
+        attribute_text(keys["custom.min"]) for keys in ranges.values()
     }
     # Numerics: XLA computes what torch does.
     model, _ = modelprov._examples.mlp()

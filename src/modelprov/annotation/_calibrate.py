@@ -1,17 +1,19 @@
 """Calibration: per-layer output statistics, measured with forward hooks on the leaf modules.
 
 ``calibrate(model, batches)`` runs ``model`` under ``torch.no_grad()`` on every batch and returns,
-per leaf module path (a module without children), ``{prefix + stat: text}`` ready for
-``normalize_annotations`` and export. Statistics cover the module's floating-point output
-tensors (float16, bfloat16, float32, float64) over all batches; integer, bool and complex
+per leaf module path (a module without children), ``{prefix + stat: value}`` (floats; the
+histogram a JSON text) ready for ``normalize_annotations`` and export, which write each float
+in its string form (``repr``) where the format holds strings. Statistics cover the module's
+floating-point output tensors (float16, bfloat16, float32, float64) over all batches; integer,
+bool and complex
 tensors and non-tensor outputs are ignored. Leaf modules that never produced a floating-point
 element are left out. A module shared under several paths is reported under each path, with
 the statistics of all its calls.
 
-Statistics (values formatted by ``format_value``; ``-0.0`` is reported as ``0.0``):
+Statistics (Python floats, finite; ``-0.0`` is reported as ``0.0``):
 
-- ``min``, ``max``: exact; the element itself as a Python float, so ``float(text)`` gives back
-  the float32 (or float16/bfloat16/float64) value bit for bit.
+- ``min``, ``max``: exact; the element itself as a Python float, which is (and whose string
+  form reads back to) the float32 (or float16/bfloat16/float64) value bit for bit.
 - ``mean``, ``std``: over all elements of all batches, accumulated in float64 with Chan's
   parallel update of (count, mean, M2); ``std`` is the population deviation (ddof=0).
 - ``pQ`` (``p1``, ``p50``, ``p99.9``, any 0 <= Q <= 100): ``numpy.percentile`` (linear
@@ -54,7 +56,7 @@ import numpy as np
 import torch
 
 from modelprov.annotation._random_batches import CallArguments
-from modelprov.annotation._values import check_key, format_value
+from modelprov.annotation._values import annotation_value, check_key
 from modelprov.core.keys import CALIBRATION_PREFIX, HISTOGRAM_FORMAT
 from modelprov.errors import AnnotationError, MissingDependencyError
 
@@ -82,14 +84,14 @@ def calibrate(
     progress: bool | None = None,
     sample_size: int = DEFAULT_SAMPLE_SIZE,
     seed: int = 0,
-) -> dict[str, dict[str, str]]:
+) -> dict[str, dict[str, float | str]]:
     """Measure output statistics of every leaf module of ``model`` over ``batches``.
 
     A batch is a Tensor (one positional argument), a tuple/list (positional arguments), a
     mapping (keyword arguments) or a ``CallArguments(args, kwargs)`` (both). ``stats`` names
     the statistics (see the module docstring); the result maps leaf module path to
-    ``{prefix + stat: text}``. ``progress`` shows a rich progress bar on stderr (None: only
-    on a terminal and for more than 10 batches).
+    ``{prefix + stat: float}`` (``histogram``: JSON text). ``progress`` shows a rich
+    progress bar on stderr (None: only on a terminal and for more than 10 batches).
     """
     if not isinstance(model, torch.nn.Module):
         raise AnnotationError(f"calibrate() needs a torch.nn.Module, got {type(model).__name__}")
@@ -136,7 +138,7 @@ def calibrate(
             handle.remove()
         _restore_buffers(model, saved_buffers)
 
-    result: dict[str, dict[str, str]] = {}
+    result: dict[str, dict[str, float | str]] = {}
     for key, (_, paths) in leaves.items():
         entries = collected[key].entries(wanted, prefix)
         for path in paths if entries else ():
@@ -225,19 +227,22 @@ class _Stream:
         self._compact()
         return self.values[0].numpy() if self.values else np.zeros(0)
 
-    def format(self, name: str) -> str:
-        if name == "min":
-            return format_value(self.minimum)
-        if name == "max":
-            return format_value(self.maximum)
-        if name == "mean":
-            return format_value(_zero(self.mean))
-        if name == "std":
-            return format_value(math.sqrt(max(self.m2, 0.0) / self.count))
+    def value(self, name: str) -> float | str:
+        """The statistic as a float (``histogram``: its JSON text); non-finite ones raise."""
         if name == "histogram":
             return self._histogram()
-        quantile = float(np.percentile(self.sample(), float(name[1:])))
-        return format_value(_zero(min(max(quantile, self.minimum), self.maximum)))
+        if name == "min":
+            number = self.minimum
+        elif name == "max":
+            number = self.maximum
+        elif name == "mean":
+            number = _zero(self.mean)
+        elif name == "std":
+            number = math.sqrt(max(self.m2, 0.0) / self.count)
+        else:
+            quantile = float(np.percentile(self.sample(), float(name[1:])))
+            number = _zero(min(max(quantile, self.minimum), self.maximum))
+        return float(annotation_value(number))
 
     def _histogram(self) -> str:
         sample = self.sample()
@@ -270,15 +275,15 @@ class _ModuleStats:
     def __post_init__(self) -> None:
         self.together = _Stream(self.sample_size)
 
-    def entries(self, wanted: Sequence[str], prefix: str) -> dict[str, str]:
+    def entries(self, wanted: Sequence[str], prefix: str) -> dict[str, float | str]:
         if self.together.count == 0:
             return {}
-        entries = {prefix + name: self.together.format(name) for name in wanted}
+        entries = {prefix + name: self.together.value(name) for name in wanted}
         if self.most_tensors > 1:
             for index, stream in enumerate(self.per_output):
                 if stream.count:
                     for name in wanted:
-                        entries[f"{prefix}output{index}.{name}"] = stream.format(name)
+                        entries[f"{prefix}output{index}.{name}"] = stream.value(name)
         return entries
 
 

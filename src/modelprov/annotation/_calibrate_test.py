@@ -61,18 +61,22 @@ def test_seed_model_min_max_match_independent_hooks() -> None:
     result = calibrate(model, batches)
 
     assert set(result) == {"0", "1", "2"}
-    assert result["1"]["custom.min"] == "0.0"
+    assert result["1"]["custom.min"] == 0.0 and type(result["1"]["custom.min"]) is float
     measured = _outputs_by_hook(model, batches)
     for path, values in measured.items():
         assert set(result[path]) == {"custom.min", "custom.max"}
         for stat, expected in (("min", values.min()), ("max", values.max())):
-            text = result[path][f"custom.{stat}"]
-            assert float(text) == float(expected)
-            assert np.float32(float(text)) == expected  # exact float32 round trip
+            number = result[path][f"custom.{stat}"]
+            assert type(number) is float and number == float(expected)
+            assert np.float32(number) == expected  # exact float32 round trip
     _assert_same_state(model, before)
     assert [m.training for m in model.modules()] == modes
     assert all(not m._forward_hooks for m in model.modules())
-    assert normalize_annotations(result, module_paths(model)) == result
+    # Written as metadata: the shortest string that reads back to the same float.
+    written = normalize_annotations(result, module_paths(model))
+    assert written == {p: {k: repr(v) for k, v in keys.items()} for p, keys in result.items()}
+    for path, keys in written.items():
+        assert all(float(text) == result[path][key] for key, text in keys.items())
 
 
 def test_all_stats_are_exact_for_small_runs() -> None:
@@ -85,7 +89,8 @@ def test_all_stats_are_exact_for_small_runs() -> None:
         assert math.isclose(float(entries["q.std"]), wide.std(), rel_tol=1e-12)
         for q in ("1", "50", "99.9"):
             assert float(entries[f"q.p{q}"]) == pytest.approx(np.percentile(wide, float(q)))
-        histogram = json.loads(entries["q.histogram"])
+        histogram = json.loads(str(entries["q.histogram"]))
+        assert all(type(entries[f"q.{stat}"]) is float for stat in ("mean", "std", "p1", "min"))
         assert histogram["format"] == "modelprov.histogram"
         assert histogram["version"] == 1
         assert len(histogram["edges"]) == 65
@@ -109,7 +114,7 @@ def test_percentiles_are_sampled_beyond_sample_size() -> None:
     for q in (10, 50, 90):
         # uniform data: pQ ~ Q/100; 4096 samples give a rank error of < 0.01 (> 4 sigma)
         assert abs(float(entries[f"custom.p{q}"]) - q / 100) < 0.03
-    histogram = json.loads(entries["custom.histogram"])
+    histogram = json.loads(str(entries["custom.histogram"]))
     assert histogram["total"] == 100_000
     assert histogram["sampled"] == sum(histogram["counts"]) == 4096
     assert max(histogram["counts"]) < 2 * min(histogram["counts"]) + 40

@@ -1,8 +1,10 @@
 """Per-module user annotations: store, collect, validate and inherit them.
 
-``annotate(module, {...})`` keeps string-formatted metadata on a module; ``annotations(model)``
-collects it per module path; ``effective_annotations`` says what reaches an op computed inside a
-module (ancestors' keys, a child's own value winning).
+``annotate(module, {...})`` keeps validated metadata on a module (plain str, bool, int and
+float values); ``annotations(model)`` collects it per module path, typed as given;
+``normalize_annotations`` formats values as the strings ONNX metadata and the export
+pipeline carry; ``effective_annotations`` says what reaches an op computed inside a module
+(ancestors' keys, a child's own value winning).
 """
 
 import difflib
@@ -10,9 +12,9 @@ from collections.abc import Collection, Mapping
 
 import torch
 
-from modelprov.annotation._values import check_key, format_value
+from modelprov.annotation._values import AnnotationValue, annotation_value, check_key, format_value
 from modelprov.core._scoping import ancestors_outer_first
-from modelprov.errors import AnnotationError
+from modelprov.errors import AnnotationError, keyword
 
 __all__ = [
     "annotate",
@@ -22,8 +24,6 @@ __all__ = [
     "normalize_annotations",
 ]
 
-AnnotationValue = str | int | float | bool
-
 # The instance attribute that holds a module's annotations (see ``annotate``).
 _ATTRIBUTE = "_modelprov_annotations"
 
@@ -31,8 +31,9 @@ _ATTRIBUTE = "_modelprov_annotations"
 def annotate(module: torch.nn.Module, metadata: Mapping[str, AnnotationValue]) -> torch.nn.Module:
     """Attach ``metadata`` to ``module`` and return ``module``.
 
-    Values are validated and formatted (see ``format_value``) before anything is stored, so a bad
-    value leaves the module untouched. Repeated calls merge; later keys win.
+    Values are validated and stored as plain Python values (see ``annotation_value``: a numpy
+    or 0-d torch scalar becomes its float or int) before anything is stored, so a bad value
+    leaves the module untouched. Repeated calls merge; later keys win.
 
     The mapping lives in a private instance attribute set with ``object.__setattr__``, not in a
     ``WeakKeyDictionary``: it is not a parameter, buffer or submodule, so ``forward``,
@@ -45,15 +46,16 @@ def annotate(module: torch.nn.Module, metadata: Mapping[str, AnnotationValue]) -
             f"annotate() needs a torch.nn.Module, got {type(module).__name__}; "
             "pass the layer object (e.g. model.fc1), not its name or output"
         )
-    formatted = _format_mapping(metadata, where="annotate()")
-    merged = {**_stored(module), **formatted}
+    typed = _typed_mapping(metadata, where="annotate()")
+    merged = {**_stored(module), **typed}
     object.__setattr__(module, _ATTRIBUTE, merged)
     return module
 
 
-def annotations(model: torch.nn.Module) -> dict[str, dict[str, str]]:
+def annotations(model: torch.nn.Module) -> dict[str, dict[str, AnnotationValue]]:
     """Return every module's annotations keyed by qualified name ('' is the root).
 
+    Values are typed as given to ``annotate`` (``4`` stays an int, ``2.5`` a float).
     A module reachable under several names (shared) is listed under each of them. Modules
     without annotations are left out.
     """
@@ -81,22 +83,23 @@ def normalize_annotations(
     Raises AnnotationError for a path not in ``known_paths`` (naming close matches), a bad key or
     an unsupported value. Paths with an empty mapping are dropped.
     """
+    given = keyword("annotations", "annotations")
     if not isinstance(mapping, Mapping):
         raise AnnotationError(
-            f"annotations must be a mapping {{module_path: {{key: value}}}}, "
+            f"{given} must be a mapping {{module_path: {{key: value}}}}, "
             f"got {type(mapping).__name__}"
         )
     known = known_paths if isinstance(known_paths, set | frozenset) else set(known_paths)
     normalized: dict[str, dict[str, str]] = {}
     for path, metadata in mapping.items():
         if not isinstance(path, str) or path not in known:
-            raise AnnotationError(_unknown_path_message(path, known))
+            raise AnnotationError(f"{given}: {_unknown_path_message(path, known)}")
         if not isinstance(metadata, Mapping):
             raise AnnotationError(
-                f"annotations for module {path!r} must be a mapping {{key: value}}, "
+                f"{given}, module {path!r}: must be a mapping {{key: value}}, "
                 f"got {type(metadata).__name__}"
             )
-        formatted = _format_mapping(metadata, where=f"module {path!r}")
+        formatted = _format_mapping(metadata, where=f"{given}, module {path!r}")
         if formatted:
             normalized[path] = formatted
     return normalized
@@ -117,22 +120,28 @@ def effective_annotations(
 
 
 def _format_mapping(metadata: Mapping[str, object], *, where: str) -> dict[str, str]:
+    typed = _typed_mapping(metadata, where=where)
+    return {key: format_value(value, key) for key, value in typed.items()}
+
+
+def _typed_mapping(metadata: Mapping[str, object], *, where: str) -> dict[str, AnnotationValue]:
     if not isinstance(metadata, Mapping):
         raise AnnotationError(
             f"{where}: metadata must be a mapping {{key: value}}, got {type(metadata).__name__}"
         )
-    formatted: dict[str, str] = {}
+    typed: dict[str, AnnotationValue] = {}
     for key, value in metadata.items():
         try:
             checked = check_key(key)
-            formatted[checked] = format_value(value, key=checked)
+            typed[checked] = annotation_value(value, key=checked)
+            format_value(typed[checked], key=checked)  # an int too large to write fails here
         except AnnotationError as err:
             raise AnnotationError(f"{where}: {err}") from None
-    return formatted
+    return typed
 
 
-def _stored(module: torch.nn.Module) -> dict[str, str]:
-    stored: dict[str, str] = module.__dict__.get(_ATTRIBUTE, {})
+def _stored(module: torch.nn.Module) -> dict[str, AnnotationValue]:
+    stored: dict[str, AnnotationValue] = module.__dict__.get(_ATTRIBUTE, {})
     return stored
 
 

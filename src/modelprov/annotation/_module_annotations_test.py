@@ -1,6 +1,8 @@
 import copy
 import pickle
+from typing import Any
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -22,19 +24,28 @@ def _model() -> nn.Sequential:
     ).eval()
 
 
-def test_annotate_formats_stores_and_returns_module() -> None:
+def test_annotate_stores_typed_values_and_returns_module() -> None:
     model = _model()
-    returned = annotate(model[0], {"bits": 8, "scale": 0.5, "signed": True, "name": "fc1"})
+    given: dict[str, Any] = {"bits": 8, "scale": 0.5, "signed": True, "name": "fc1"}
+    given["zero"] = np.float32(-0.25)
+    returned = annotate(model[0], given)
     assert returned is model[0]
-    assert annotations(model) == {
-        "0": {"bits": "8", "scale": "0.5", "signed": "true", "name": "fc1"}
+    stored = annotations(model)
+    assert stored == {"0": {"bits": 8, "scale": 0.5, "signed": True, "name": "fc1", "zero": -0.25}}
+    # Plain Python types, numpy and torch scalars unwrapped: numbers stay numbers.
+    assert [type(v) for v in stored["0"].values()] == [int, float, bool, str, float]
+    scalars = {"t": torch.tensor(3), "f": torch.tensor(1.5, dtype=torch.float64)}
+    assert annotations(annotate(_model(), scalars))[""] == {"t": 3, "f": 1.5}
+    # What ONNX metadata holds: their string forms.
+    assert normalize_annotations(stored, module_paths(model)) == {
+        "0": {"bits": "8", "scale": "0.5", "signed": "true", "name": "fc1", "zero": "-0.25"}
     }
 
 
 def test_annotate_merges_later_keys_win() -> None:
     model = _model()
     annotate(annotate(model, {"a": 1, "b": 2}), {"b": 3, "c": "x"})
-    assert annotations(model) == {"": {"a": "1", "b": "3", "c": "x"}}
+    assert annotations(model) == {"": {"a": 1, "b": 3, "c": "x"}}
 
 
 def test_annotate_keeps_state_dict_parameters_and_forward() -> None:
@@ -56,8 +67,8 @@ def test_annotate_keeps_state_dict_parameters_and_forward() -> None:
 def test_annotations_travel_with_deepcopy_and_pickle() -> None:
     model = _model()
     annotate(model[1], {"bits": 8})
-    assert annotations(copy.deepcopy(model)) == {"1": {"bits": "8"}}
-    assert annotations(pickle.loads(pickle.dumps(model))) == {"1": {"bits": "8"}}
+    assert annotations(copy.deepcopy(model)) == {"1": {"bits": 8}}
+    assert annotations(pickle.loads(pickle.dumps(model))) == {"1": {"bits": 8}}
 
 
 def test_annotated_model_still_exports() -> None:
@@ -95,7 +106,7 @@ def test_module_paths_and_shared_modules() -> None:
     model = nn.Sequential(shared, nn.ReLU(), shared)
     annotate(shared, {"bits": 8})
     assert module_paths(model) == ["", "0", "1", "2"]
-    assert annotations(model) == {"0": {"bits": "8"}, "2": {"bits": "8"}}
+    assert annotations(model) == {"0": {"bits": 8}, "2": {"bits": 8}}
     assert module_paths(_model()) == ["", "0", "1", "2", "2.0", "2.1"]
 
 

@@ -1,7 +1,9 @@
-"""The string format of annotation keys and values.
+"""Annotation keys and values: the typed values the Python API returns, and their string form.
 
-Every annotation value is stored as a string, so it fits ONNX ``metadata_props`` and StableHLO
-string attributes unchanged and reads back without guessing:
+In Python an annotation value is a ``str``, ``bool``, ``int`` or finite ``float``
+(:func:`annotation_value`; what ``annotations()`` and ``calibrate()`` return). Written into
+ONNX ``metadata_props`` (strings by the format) it takes the string form below, which reads
+back without guessing (:func:`format_value`):
 
 - ``str``: as is;
 - ``bool``: ``"true"`` or ``"false"``;
@@ -25,7 +27,15 @@ from typing import Final
 from modelprov.core.keys import RESERVED_PREFIX, TORCH_PREFIX
 from modelprov.errors import AnnotationError
 
-__all__ = ["RESERVED_KEY_PREFIXES", "check_key", "format_value"]
+__all__ = [
+    "RESERVED_KEY_PREFIXES",
+    "AnnotationValue",
+    "annotation_value",
+    "check_key",
+    "format_value",
+]
+
+AnnotationValue = str | bool | int | float
 
 RESERVED_KEY_PREFIXES: Final = (RESERVED_PREFIX, TORCH_PREFIX)
 
@@ -59,17 +69,34 @@ def format_value(value: object, key: str | None = None) -> str:
 
     ``key`` only names the value in error messages.
     """
+    typed = annotation_value(value, key)
+    if isinstance(typed, str):
+        return typed
+    if isinstance(typed, bool):
+        return "true" if typed else "false"
+    if isinstance(typed, int):
+        try:
+            return str(typed)
+        except ValueError as err:  # more digits than sys.get_int_max_str_digits()
+            where = f"annotation {key!r}" if key is not None else "annotation value"
+            raise AnnotationError(f"{where}: the int is too large to format ({err})") from err
+    return repr(typed)
+
+
+def annotation_value(value: object, key: str | None = None) -> AnnotationValue:
+    """One annotation value as a plain Python ``str``, ``bool``, ``int`` or finite ``float``.
+
+    Subclasses (``numpy.float64``, ``IntEnum``) and 0-d arrays/tensors become the plain type;
+    anything else, NaN and infinities raise AnnotationError. ``key`` names the value in errors.
+    """
     where = f"annotation {key!r}" if key is not None else "annotation value"
     scalar = _unwrap_scalar(value, where)
     if isinstance(scalar, str):
         return str.__str__(scalar)
     if isinstance(scalar, bool):
-        return "true" if scalar else "false"
+        return bool(scalar)
     if isinstance(scalar, int):
-        try:
-            return str(int(scalar))
-        except ValueError as err:  # more digits than sys.get_int_max_str_digits()
-            raise AnnotationError(f"{where}: the int is too large to format ({err})") from err
+        return int(scalar)
     if isinstance(scalar, float):
         number = float(scalar)
         if not math.isfinite(number):
@@ -77,7 +104,7 @@ def format_value(value: object, key: str | None = None) -> str:
                 f"{where} is {number!r}; NaN and infinite floats cannot be stored, "
                 "use a finite float or a str"
             )
-        return repr(number)
+        return number
     raise AnnotationError(
         f"{where} has the unsupported type {type(value).__name__} ({_short_repr(value)}); "
         f"allowed types: {_ALLOWED_TYPES}"

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import heapq
-import json
 import os
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
@@ -19,11 +18,12 @@ from typing import Any
 import onnx
 import onnx_ir as ir
 
-from modelprov._io import load_model_proto
 from modelprov._proto_check import text_problems
+from modelprov.core._printable import printable_json, printable_lines
 from modelprov.core._sources import MAX_VALUE_BYTES, Source, collect_sources, node_label
 from modelprov.core.keys import ATEN_DOMAIN, AUDIT_FORMAT, MODULE_DOMAIN
 from modelprov.errors import MetadataError
+from modelprov.onnx._convert import ModelInput, model_input
 
 __all__ = [
     "AuditReport",
@@ -105,7 +105,7 @@ class AuditReport:
     invalid_metadata: tuple[InvalidMetadata, ...]
     functions: tuple[FunctionUse, ...]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict, versioned (``"format": "modelprov.audit", "version": 1``)."""
         return {
             "format": AUDIT_FORMAT,
@@ -126,12 +126,13 @@ class AuditReport:
             "functions": [dataclasses.asdict(item) for item in self.functions],
         }
 
-    def to_json_text(self) -> str:
-        """The JSON report as text."""
-        return json.dumps(self.to_json(), indent=2, ensure_ascii=False)
+    def to_json(self) -> str:
+        """The JSON report (:meth:`to_dict`) as text, control and bidi characters in names
+        escaped (``core._printable``)."""
+        return printable_json(self.to_dict(), indent=2)
 
     def to_text(self) -> str:
-        """A human-readable report."""
+        """A human-readable report (names escaped: ``core._printable``)."""
         lines = [
             f"nodes: {self.nodes} ({len(self.nodes_without_sources)} without sources)",
             f"sources: {self.sources} ({len(self.fx_nodes)} FX nodes, "
@@ -164,7 +165,7 @@ class AuditReport:
             + f": {item.nodes} nodes, {item.calls} calls"
             for item in self.functions
         ]
-        return "\n".join(lines)
+        return printable_lines(lines)
 
 
 def has_provenance(found: Sequence[Source]) -> bool:
@@ -370,28 +371,23 @@ def metadata_bytes(model: onnx.ModelProto | ir.Model) -> dict[str, int]:
     return {"total": sum(scope_bytes.values()), **scope_bytes}
 
 
-def audit(model: onnx.ModelProto | ir.Model | str | os.PathLike[str]) -> AuditReport:
-    """Audits the provenance metadata of a model (ModelProto, onnx_ir.Model or a path).
+def audit(model: ModelInput) -> AuditReport:
+    """Audits the provenance metadata of a model (ModelProto, onnx_ir.Model, a path or a
+    torch.onnx.ONNXProgram).
 
     A path is read without its external weights. Raises InvalidModelError for an unreadable
     file and MetadataError when the model's sources table is corrupt.
     """
     where = os.fspath(model) if isinstance(model, str | os.PathLike) else "model"
-    if isinstance(model, str | os.PathLike):
-        model = load_model_proto(model, load_weights=False)
+    model = model_input(model, where="audit", path_as="proto")
     if isinstance(model, onnx.ModelProto):
         for problem in text_problems(model, metadata=False):  # metadata: reported below
             raise MetadataError(f"{where}: {problem}; fix it before auditing")
         holders = list(_proto_holders(model))
         functions = _proto_functions(model)
-    elif isinstance(model, ir.Model):
+    else:
         holders = list(_ir_holders(model))
         functions = _ir_functions(model)
-    else:
-        raise TypeError(
-            "audit() takes an onnx.ModelProto, an onnx_ir.Model or a path, "
-            f"got {type(model).__name__}"
-        )
     invalid: list[InvalidMetadata] = []
     valid: list[dict[str, str]] = []
     for holder in holders:

@@ -11,10 +11,11 @@ import onnx_ir as ir
 
 from modelprov.audit._audit import has_provenance
 from modelprov.core._correspond import all_nodes
+from modelprov.core._printable import printable_lines
 from modelprov.core._sources import Source
 from modelprov.core._stack_trace import display_location
 from modelprov.core.keys import DIFF_FORMAT
-from modelprov.onnx._convert import AnyModel, as_ir
+from modelprov.onnx._convert import ModelInput, as_ir
 from modelprov.onnx._lookup import function_body_sources, node_sources
 
 __all__ = ["DiffReport", "Recall", "diff", "dynamic_nodes"]
@@ -77,7 +78,7 @@ class DiffReport:
     lost_sources: Mapping[str, str]
     """Lost FX node -> its innermost source line ('' when unknown)."""
 
-    def to_json(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (``format``/``version`` included)."""
 
         def recall(item: Recall) -> dict[str, Any]:
@@ -104,7 +105,7 @@ class DiffReport:
         }
 
     def to_text(self) -> str:
-        """A short human-readable report."""
+        """A short human-readable report (names escaped: ``core._printable``)."""
         rows = [
             ("FX nodes", self.fx_nodes, self.fx_nodes_dyn),
             ("source lines", self.source_lines, self.source_lines_dyn),
@@ -126,19 +127,21 @@ class DiffReport:
                 + (" [dyn]" if fx in dynamic else "")
                 + (f"  ({display_location(where)})" if where else "")
             )
-        return "\n".join(lines)
+        return printable_lines(lines)
 
-    def to_json_text(self) -> str:
-        """The JSON report as text."""
-        return json.dumps(self.to_json(), indent=2, sort_keys=False)
+    def to_json(self) -> str:
+        """The JSON report (:meth:`to_dict`) as text."""
+        return json.dumps(self.to_dict(), indent=2, sort_keys=False)
 
 
-def diff(before: AnyModel, after: AnyModel) -> DiffReport:
+def diff(before: ModelInput, after: ModelInput) -> DiffReport:
     """Compares the provenance of ``after`` with ``before`` (an export and its optimized form).
 
-    Models may be ModelProtos, onnx_ir models or paths (read without their weights).
+    Models may be ModelProtos, onnx_ir models, paths (read without their weights) or
+    torch.onnx.ONNXProgram.
     """
-    before_ir, after_ir = as_ir(before), as_ir(after)
+    before_ir = as_ir(before, where="diff(before)")
+    after_ir = as_ir(after, where="diff(after)")
     dynamic = dynamic_nodes(before_ir.graph)
     before_pairs = node_sources(before_ir) + function_body_sources(before_ir)
     after_pairs = node_sources(after_ir) + function_body_sources(after_ir)

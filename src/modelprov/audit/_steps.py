@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -11,6 +10,7 @@ import onnx
 import onnx_ir as ir
 
 from modelprov.audit._diff import DiffReport, diff
+from modelprov.core._printable import printable_json, printable_lines
 from modelprov.core._stack_trace import display_location
 from modelprov.core.keys import OPTIMIZE_REPORT_FORMAT
 from modelprov.onnx._lookup import node_sources
@@ -39,9 +39,13 @@ class StepReport:
     lost_sources: Mapping[str, str]
     """Lost source id -> its innermost source line ('' when unknown)."""
 
-    def to_json(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
         return {**dataclasses.asdict(self), "lost_sources": dict(self.lost_sources)}
+
+    def to_json(self) -> str:
+        """:meth:`to_dict` as JSON text, control and bidi characters in names escaped."""
+        return printable_json(self.to_dict(), indent=2)
 
     def to_text(self) -> str:
         """One line per step, then one per lost source."""
@@ -56,7 +60,7 @@ class StepReport:
             f"  lost {source}" + (f"  ({display_location(where)})" if where else "")
             for source, where in self.lost_sources.items()
         ]
-        return "\n".join(lines)
+        return printable_lines(lines)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,18 +70,19 @@ class OptimizeReport:
     steps: tuple[StepReport, ...]
     diff: DiffReport
 
-    def to_json(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (``"format": "modelprov.optimize-report", "version": 1``)."""
         return {
             "format": OPTIMIZE_REPORT_FORMAT,
             "version": 1,
-            "steps": [step.to_json() for step in self.steps],
-            "diff": self.diff.to_json(),
+            "steps": [step.to_dict() for step in self.steps],
+            "diff": self.diff.to_dict(),
         }
 
-    def to_json_text(self) -> str:
-        """The JSON report as text."""
-        return json.dumps(self.to_json(), indent=2, ensure_ascii=False)
+    def to_json(self) -> str:
+        """The JSON report (:meth:`to_dict`) as text, control and bidi characters in names
+        escaped (``core._printable``)."""
+        return printable_json(self.to_dict(), indent=2)
 
     def to_text(self) -> str:
         """Steps first, then the overall diff."""

@@ -13,6 +13,8 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from modelprov._gc import gc_paused
+from modelprov._input_files import read_regular
 from modelprov.core import policy as _policy
 from modelprov.core.keys import POLICIES_FORMAT, RESERVED_PREFIX
 from modelprov.core.policy import DEFAULT_POLICIES, Policies, Policy, _Spec
@@ -65,8 +67,7 @@ def load_policies(path: str | os.PathLike[str]) -> Policies:
     """The policies of the JSON file at ``path`` (at most :data:`MAX_POLICIES_BYTES`)."""
     where = os.fspath(path)
     try:
-        with open(where, "rb") as stream:
-            data = stream.read(MAX_POLICIES_BYTES + 1)
+        data = read_regular(where, MAX_POLICIES_BYTES)
     except OSError as error:
         raise PolicyError(
             f"{where}: cannot read the policies file ({error.strerror or error}); "
@@ -77,7 +78,8 @@ def load_policies(path: str | os.PathLike[str]) -> Policies:
             f"{where}: a policies file may hold at most {MAX_POLICIES_BYTES} bytes; this one "
             "is larger (it should name keys and policies only)"
         )
-    return parse_policies(data, where=where)
+    with gc_paused():  # a large file makes one object per key, none of them garbage
+        return parse_policies(data, where=where)
 
 
 def parse_policies(
@@ -126,8 +128,25 @@ def parse_policies(
                 f"{where}: key {key!r}: give a metadata key or glob (e.g. custom.max, pkg.*); "
                 f"modelprov's own keys ({RESERVED_PREFIX}*) are not merged by policies"
             )
-        entries[key] = _parse_policy(spec, f"{where}: key {key!r}")
+        if not key.isascii() and not _is_text(key):
+            raise PolicyError(
+                f"{where}: key {key!r} holds a lone surrogate (a \\uD800-\\uDFFF escape "
+                "without its pair), which no metadata key can hold; write the character itself"
+            )
+        if isinstance(spec, str) and spec in _PLAIN:  # a plain name: no options to read
+            entries[key] = _PLAIN[spec]
+        else:
+            entries[key] = _parse_policy(spec, f"{where}: key {key!r}")
     return Policies({**base, **entries}, default=default)
+
+
+def _is_text(text: str) -> bool:
+    """True when ``text`` encodes as UTF-8 (no lone surrogate)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def dump_policies(policies: Policies, *, full: bool = False) -> str:
@@ -245,7 +264,7 @@ def _parse_policy(spec: Any, where: str, *, inside: str | None = None) -> Policy
             raise PolicyError(f"{where}: policy {name!r} has no option {field!r}; {takes}")
     if name == "join":
         sep = options.get("sep", "\n")
-        if not isinstance(sep, str) or not sep:
+        if not isinstance(sep, str) or not sep or not _is_text(sep):
             raise PolicyError(
                 f'{where}: join\'s "sep" must be a non-empty string (e.g. "; "), not {sep!r}'[:300]
             )

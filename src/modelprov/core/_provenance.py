@@ -39,6 +39,11 @@ __all__ = ["Provenance", "node_label"]
 logger = logging.getLogger(__name__)
 
 
+def _is_literal(node: ir.Node) -> bool:
+    """A Constant node: a value written into the graph, not computed from others."""
+    return node.op_type == "Constant" and not node.inputs and node.domain in ("", "ai.onnx")
+
+
 def node_label(node: ir.Node, position: int) -> str:
     """A node's name, or ``<op_type>@<position>`` for unnamed nodes."""
     return _sources.node_label(node.name, node.op_type, position)
@@ -102,7 +107,7 @@ class Provenance:
             if marked is None:
                 continue
             where = f"node {node_label(node, position)!r}"
-            ids = parse_ids(marked, where=where)
+            ids = parse_ids(marked, where=where, key=KEPT_FOR_RECALL_KEY)
             provenance.kept_for_recall[node] = (
                 frozenset(table.index_of(i) for i in ids if i in table) & node_sources[node]
             )
@@ -122,7 +127,7 @@ class Provenance:
             for value in node.outputs:
                 explicit = value.metadata_props.get(OUTPUT_OF_KEY)
                 if explicit is not None:
-                    ids = parse_ids(explicit, where=f"value {value.name!r}")
+                    ids = parse_ids(explicit, where=f"value {value.name!r}", key=OUTPUT_OF_KEY)
                     result[value] = frozenset(
                         self.table.index_of(i) for i in ids if i in self.table
                     )
@@ -166,7 +171,8 @@ class Provenance:
 
         A node computes the sources of the nodes it took over. From a constant it folded
         it takes only sources that are not operations computing on data elsewhere (a
-        constant torch's exporter shares belongs to the operation it was created for), and
+        constant torch's exporter shares belongs to the operation it was created for); from
+        a literal (a Constant node) only sources that computed nothing but literals, and
         nothing from what lies behind a ``Shape`` or ``Size`` it folded. Such sources are
         given to it only if no node keeps them otherwise (recall wins), and marked
         (:data:`KEPT_FOR_RECALL_KEY`).
@@ -175,9 +181,21 @@ class Provenance:
         node_sources = self.node_sources
         recall = self.kept_for_recall
         constant = change.constant
-        operations: set[int] = set().union(
-            *[ids for old, ids in node_sources.items() if old not in constant]
-        )
+        kinds: list[tuple[set[int], set[int]]] = []  # (operations, non-literal), when needed
+
+        def source_kinds() -> tuple[set[int], set[int]]:
+            """Sources of nodes computing on data, and of nodes that are not literals."""
+            if not kinds:
+                operations: set[int] = set()
+                computing: set[int] = set()
+                for old, ids in node_sources.items():
+                    if old not in constant:
+                        operations.update(ids)
+                    elif not _is_literal(old):
+                        computing.update(ids)
+                kinds.append((operations, operations | computing))
+            return kinds[0]
+
         updated: dict[ir.Node, frozenset[int]] = {}
         deferred: dict[ir.Node, set[int]] = {}
         for node, old in change.same.items():
@@ -190,6 +208,9 @@ class Provenance:
         for node, claimed in change.absorbed.items():
             computed = set(updated.get(node, empty))
             own_outputs = change.produced.get(node, set())
+            if own_outputs and _is_literal(node):
+                # A literal standing for equal literals (a tool merged them) computes none.
+                own_outputs = {old for old in own_outputs if not _is_literal(old)}
             for old_node in claimed:
                 if old_node not in constant or old_node in own_outputs:
                     marked = recall.get(old_node, empty)
@@ -199,8 +220,12 @@ class Provenance:
             for old_node in claimed:
                 if old_node not in constant or old_node in own_outputs:
                     continue
+                operations, computing = source_kinds()
+                # A literal belongs to its source only where the source computes nothing
+                # else: the exporter shares literals between lowerings.
+                owners = computing if _is_literal(old_node) else operations
                 for index in node_sources.get(old_node, empty):
-                    if index in computed or index not in operations:
+                    if index in computed or index not in owners:
                         merged.add(index)
                     else:
                         deferred.setdefault(node, set()).add(index)
@@ -286,6 +311,7 @@ class Provenance:
                     sorted(own), outputs, policies, label=label, max_bytes=max_bytes
                 )
             props = node.metadata_props
+            foreign: dict[str, str] = {}
             # Equal contents in the same order (the order is the file's): nothing to write.
             if props != merged or not all(map(operator.eq, props, merged)):
                 # Unless the node holds exactly ``merged`` already (a node left as it was
@@ -312,11 +338,13 @@ class Provenance:
                 else:
                     own_id = own_ids[index] = _own_id(table, index)
                 source_id = table.id_of(index)
-                if own_id is not None and (own_id or f"node:{label}") == source_id:
+                # A node holding keys of no source besides (a rewrite rule's name) does not
+                # hold its source verbatim: read back, they would join the source's keys.
+                if not foreign and own_id is not None and (own_id or f"node:{label}") == source_id:
                     carried.add(source_id)
                 else:
                     props[NODE_SOURCES_KEY] = dump_ids([source_id])
-            elif index >= 0 and self._carries(index, label, merged):
+            elif index >= 0 and not foreign and self._carries(index, label, merged):
                 carried.add(table.id_of(index))
             elif own:
                 props[NODE_SOURCES_KEY] = dump_ids(table.ids(own))

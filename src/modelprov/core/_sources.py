@@ -589,8 +589,9 @@ def compact_ids(value: object) -> list[str] | None:
     return value[2:-2].split('","') if len(value) > 2 else []
 
 
-def parse_ids(value: str, *, where: str) -> list[str]:
-    """Parses a node-level ``modelprov.sources`` value."""
+def parse_ids(value: str, *, where: str, key: str = NODE_SOURCES_KEY) -> list[str]:
+    """Parses a node-level list of source ids: ``key`` (``modelprov.sources``, or another
+    key holding ids such as ``modelprov.kept_for_recall``), named in the error."""
     compact = compact_ids(value)
     if compact is not None:
         return compact
@@ -599,7 +600,7 @@ def parse_ids(value: str, *, where: str) -> list[str]:
     except (ValueError, RecursionError):
         parsed = None
     if not isinstance(parsed, list) or not all(isinstance(item, str) for item in parsed):
-        raise MetadataError(f"{where}: {NODE_SOURCES_KEY!r} must be a JSON array of source ids")
+        raise MetadataError(f"{where}: {key!r} must be a JSON array of source ids")
     return parsed
 
 

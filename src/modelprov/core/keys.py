@@ -35,6 +35,7 @@ __all__ = [
     "NAMESPACE_KEY",
     "NAME_SCOPES_KEY",
     "NODE_SOURCES_KEY",
+    "NUMERICS_FORMAT",
     "ONNXSCRIPT_FOLDED_FROM_KEY",
     "ONNXSCRIPT_RULE_NAME_KEY",
     "OPTIMIZE_REPORT_FORMAT",
@@ -162,6 +163,7 @@ HISTOGRAM_FORMAT: Final = "modelprov.histogram"
 AUDIT_FORMAT: Final = "modelprov.audit"
 DIFF_FORMAT: Final = "modelprov.diff"
 OPTIMIZE_REPORT_FORMAT: Final = "modelprov.optimize-report"
+NUMERICS_FORMAT: Final = "modelprov.numerics-report"
 RECOVER_REPORT_FORMAT: Final = "modelprov.recover-report"
 REPORT_FORMAT: Final = "modelprov.report"
 POLICIES_FORMAT: Final = "modelprov.policies"

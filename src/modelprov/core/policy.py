@@ -15,7 +15,6 @@ from __future__ import annotations
 import ast
 import builtins
 import dataclasses
-import fnmatch
 import json
 import math
 import os
@@ -23,7 +22,9 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 
+from modelprov._gc import gc_paused
 from modelprov.core import _stack_trace, keys
+from modelprov.core._glob_index import GlobIndex, is_glob
 from modelprov.errors import PolicyError
 
 __all__ = [
@@ -414,14 +415,6 @@ def value_scoped(policy: Policy) -> Policy:
     return _Named(f"value_scoped({name})", _scoped, value_scoped=True, spec=spec)
 
 
-def _specificity(pattern: str) -> int:
-    return sum(1 for char in pattern if char not in "*?[]")
-
-
-def _is_glob(key: str) -> bool:
-    return any(char in key for char in "*?[")
-
-
 class Policies(Mapping[str, Policy]):
     """An immutable mapping from a metadata key or glob (``custom.*``) to a policy.
 
@@ -430,7 +423,7 @@ class Policies(Mapping[str, Policy]):
     ``a | b`` combines, ``b`` winning; ``b`` may be a Policies or a plain dict.
     """
 
-    __slots__ = ("_default", "_entries", "_resolved")
+    __slots__ = ("_default", "_entries", "_globs", "_resolved")
 
     def __init__(
         self, mapping: Mapping[str, Policy] | None = None, *, default: Policy | None = None
@@ -448,6 +441,7 @@ class Policies(Mapping[str, Policy]):
         self._entries = entries
         self._default: Policy = default if default is not None else union
         self._resolved: dict[str, Policy] = {}  # immutable: each key resolves once
+        self._globs: GlobIndex | None = None  # built on the first lookup of a glob
 
     @property
     def default(self) -> Policy:
@@ -489,15 +483,12 @@ class Policies(Mapping[str, Policy]):
     def deciding_entry(self, key: str) -> str | None:
         """The entry (``key`` itself or the glob) whose policy applies to ``key``; None
         when the default does."""
-        if key in self._entries and not _is_glob(key):
+        if key in self._entries and not is_glob(key):
             return key
-        best: tuple[int, int, str] | None = None
-        for order, pattern in enumerate(self._entries):
-            if _is_glob(pattern) and fnmatch.fnmatchcase(key, pattern):
-                rank = (_specificity(pattern), order, pattern)
-                if best is None or rank[:2] > best[:2]:
-                    best = rank
-        return best[2] if best is not None else None
+        if self._globs is None:
+            with gc_paused():  # one object per glob, none of them garbage
+                self._globs = GlobIndex(self._entries)
+        return self._globs.best(key)
 
     def is_value_scoped(self, key: str) -> bool:
         """True when ``key`` follows tensors (its policy is ``from_output`` or declared so)."""

@@ -1,24 +1,39 @@
-"""Model kinds at the edges: the core works on onnx_ir.Model, callers may hold protos."""
+"""Model kinds at the edges: the core works on onnx_ir.Model, callers may hold protos.
+
+Every public entry point taking an ONNX model reads it through :func:`model_input`, the one
+place that says which kinds modelprov takes (:data:`ModelInput`): an ``onnx_ir.Model``, an
+``onnx.ModelProto``, a path to an ``.onnx`` file, or the ``torch.onnx.ONNXProgram``
+``torch.onnx.export`` / ``modelprov.export`` return. Everything else is a UsageError.
+"""
 
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable
-from typing import TypeVar
+from typing import TYPE_CHECKING, Literal, TypeAlias, TypeVar
 
 import onnx
 import onnx_ir as ir
 
-from modelprov._io import load_model
+from modelprov._io import load_model, load_model_proto
 from modelprov._proto_check import read_proto
 from modelprov.core._correspond import all_nodes
 from modelprov.core.policy import Policies
+from modelprov.errors import UsageError
 from modelprov.onnx._duplicates import has_duplicate_keys, merge_duplicate_keys
+from modelprov.onnx._ir_check import checked_clone
+
+if TYPE_CHECKING:
+    from torch.onnx import ONNXProgram
 
 __all__ = [
+    "ACCEPTED",
     "AnyModel",
+    "ModelInput",
     "ModelLike",
     "as_ir",
+    "model_input",
     "run_on_copy",
     "to_ir_copy",
     "without_duplicate_keys",
@@ -26,16 +41,73 @@ __all__ = [
 
 ModelLike = TypeVar("ModelLike", onnx.ModelProto, ir.Model)
 ResultT = TypeVar("ResultT", bound=ir.passes.PassResult)
-AnyModel = ir.Model | onnx.ModelProto | str | os.PathLike[str]
+ModelInput: TypeAlias = "ir.Model | onnx.ModelProto | str | os.PathLike[str] | ONNXProgram"
+"""What every public entry point taking an ONNX model accepts."""
+AnyModel = ModelInput
+
+ACCEPTED = (
+    "an onnx_ir.Model, an onnx.ModelProto, a path to an .onnx file or the "
+    "torch.onnx.ONNXProgram that modelprov.export returns"
+)
+"""The kinds of :data:`ModelInput`, as error messages name them."""
+_ACCEPTED_IN_MEMORY = (
+    "an onnx_ir.Model, an onnx.ModelProto or the torch.onnx.ONNXProgram that "
+    "modelprov.export returns"
+)
 
 
-def as_ir(model: AnyModel) -> ir.Model:
-    """The model as an onnx_ir.Model, for reading (files are read without their weights)."""
-    if isinstance(model, ir.Model):
+def model_input(
+    model: object,
+    *,
+    where: str,
+    path_as: Literal["ir", "proto"] | None = "ir",
+    load_weights: bool = False,
+) -> ir.Model | onnx.ModelProto:
+    """``model`` as an onnx_ir.Model or an onnx.ModelProto, never a copy of one given.
+
+    An ONNXProgram stands for its ``model`` (an onnx_ir.Model, shared, not copied). A path
+    is read as ``path_as`` says (an onnx_ir.Model whose external weights stay on disk, or
+    a ModelProto), weights loaded only when ``load_weights``; ``path_as=None`` refuses
+    paths (where a path cannot hold the caller's nodes). Anything else raises UsageError
+    naming ``where`` (the function and argument), the type and the kinds accepted.
+    """
+    if isinstance(model, ir.Model | onnx.ModelProto):
         return model
-    if isinstance(model, onnx.ModelProto):
-        return read_proto(without_duplicate_keys(model))
-    return load_model(model)
+    program_model = _onnx_program_model(model)
+    if program_model is not None:
+        return program_model
+    if isinstance(model, str | os.PathLike) and path_as is not None:
+        if path_as == "ir":
+            return load_model(model, load_weights=load_weights)
+        return load_model_proto(model, load_weights=load_weights)
+    kind = type(model)
+    accepted = ACCEPTED if path_as is not None else _ACCEPTED_IN_MEMORY
+    if isinstance(model, str | os.PathLike):
+        accepted += " (a path cannot hold the node; load the model once and pass it)"
+    raise UsageError(f"{where}: got {kind.__module__}.{kind.__qualname__}; pass {accepted}")
+
+
+def _onnx_program_model(model: object) -> ir.Model | None:
+    """The onnx_ir.Model of a ``torch.onnx.ONNXProgram`` (torch is not imported for this:
+    without torch loaded, nothing is one)."""
+    torch_onnx = sys.modules.get("torch.onnx")
+    program_type = getattr(torch_onnx, "ONNXProgram", None)
+    if program_type is None or not isinstance(model, program_type):
+        return None
+    inner = model.model
+    if not isinstance(inner, ir.Model):
+        raise UsageError(
+            f"this torch.onnx.ONNXProgram holds {type(inner).__name__}, not an onnx_ir.Model"
+        )
+    return inner
+
+
+def as_ir(model: ModelInput, *, where: str = "model") -> ir.Model:
+    """The model as an onnx_ir.Model, for reading (files are read without their weights)."""
+    found = model_input(model, where=where)
+    if isinstance(found, ir.Model):
+        return found
+    return read_proto(without_duplicate_keys(found))
 
 
 def without_duplicate_keys(
@@ -63,18 +135,13 @@ def to_ir_copy(model: onnx.ModelProto | ir.Model, policies: Policies | None = No
     initializer), which would change the caller's proto.
     """
     if isinstance(model, ir.Model):
-        copy = model.clone()
+        copy = checked_clone(model)
         _detach_attribute_tensors(copy)
         return copy
-    if isinstance(model, onnx.ModelProto):
-        copy = onnx.ModelProto()
-        copy.CopyFrom(model)
-        merge_duplicate_keys(copy, policies)
-        return read_proto(copy)
-    raise TypeError(
-        f"expected onnx.ModelProto or onnx_ir.Model, got {type(model).__name__}; "
-        "load files with onnx.load or onnx_ir.load first"
-    )
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    merge_duplicate_keys(copy, policies)
+    return read_proto(copy)
 
 
 def _detach_attribute_tensors(model: ir.Model) -> None:
@@ -117,13 +184,19 @@ def _detach_attribute_tensors(model: ir.Model) -> None:
 
 
 def run_on_copy(
-    pass_: Callable[[ir.Model], ResultT], model: ModelLike, policies: Policies | None = None
-) -> tuple[ModelLike, ResultT]:
+    pass_: Callable[[ir.Model], ResultT],
+    model: ModelInput,
+    policies: Policies | None = None,
+    *,
+    where: str,
+) -> tuple[ir.Model | onnx.ModelProto, ResultT]:
     """Runs an in-place pass on a copy of ``model``: the copying entry points (optimize,
-    functionize, inline) in one place. Returns the changed copy, of the same kind as
-    ``model``, and the pass's result; ``model`` itself is never modified. ``policies``
-    merge a proto's duplicate metadata keys."""
-    result = pass_(to_ir_copy(model, policies))
-    if isinstance(model, onnx.ModelProto):
+    functionize, inline) in one place. Returns the changed copy and the pass's result: a
+    ModelProto for a ModelProto or a path (weights loaded), else an onnx_ir.Model (also for
+    an ONNXProgram); ``model`` itself is never modified. ``policies`` merge a proto's
+    duplicate metadata keys."""
+    found = model_input(model, where=where, path_as="proto", load_weights=True)
+    result = pass_(to_ir_copy(found, policies))
+    if isinstance(found, onnx.ModelProto):
         return ir.to_proto(result.model), result
     return result.model, result

@@ -18,12 +18,12 @@ from modelprov.annotation._module_outputs import module_output_nodes, per_output
 from modelprov.core._provenance import Provenance
 from modelprov.core._stack_trace import TraceOptions
 from modelprov.core.policy import DEFAULT_POLICIES, Policies
-from modelprov.errors import AnnotationError, ExportError, VerificationError
+from modelprov.errors import AnnotationError, ExportError, VerificationError, keyword
 from modelprov.onnx._annotations import apply_annotations
 from modelprov.onnx._aten_record import record_aten_calls
 from modelprov.onnx._capture import capture_program
 from modelprov.onnx._export_report import OutputCheck, provenance_counts, write_export_report
-from modelprov.onnx._optimize import OptimizeProvenancePass
+from modelprov.onnx._onnx_program import ProvenanceONNXProgram
 from modelprov.onnx._source_nodes import record_source_nodes
 
 __all__ = ["export"]
@@ -101,8 +101,9 @@ def export(
     AnnotationError with close matches.
 
     Returns:
-        The torch.onnx.ONNXProgram; its ``model`` carries the provenance. Saved to ``f``
-        (atomically) when given.
+        The torch.onnx.ONNXProgram; its ``model`` carries the provenance, and its
+        ``optimize()`` is modelprov's (provenance kept, these policies and rules), not
+        torch's. Saved to ``f`` (atomically) when given.
     """
     if kwargs.pop("dynamo", True) is not True:
         raise ExportError("modelprov.export works with the dynamo exporter only (dynamo=True)")
@@ -111,16 +112,22 @@ def export(
         raise ExportError(f"f must be a path or a binary file object, got {type(f).__name__}")
     policies = policies if policies is not None else DEFAULT_POLICIES
     normalized = _collect_annotations(model, annotations)
-    with torch.fx.traceback.preserve_node_meta():
-        captured = capture_program(model, tuple(args), kwargs)
-        program = torch.onnx.export(
-            captured if captured is not None else model,
-            args,
-            None,
-            dynamo=True,
-            optimize=False,
-            **kwargs,
-        )
+    captured = capture_program(model, tuple(args), kwargs)
+    exported = torch.onnx.export(
+        captured if captured is not None else model,
+        args,
+        None,
+        dynamo=True,
+        optimize=False,
+        **kwargs,
+    )
+    program = ProvenanceONNXProgram(
+        exported.model,
+        exported.exported_program,
+        policies=policies,
+        rules=rules,
+        trace_options=trace_options,
+    )
     record_aten_calls(program)
     record_source_nodes(program, captured.graph if captured is not None else None)
     fx_custom = (
@@ -139,9 +146,7 @@ def export(
             provenance.write(program.model, policies=policies, trace_options=trace_options)
     before = provenance_counts(program.model) if report else None
     if optimize:
-        OptimizeProvenancePass(policies=policies, rules=rules, trace_options=trace_options)(
-            program.model
-        )
+        program.optimize_pass(program.model)
     elif trace_options is not None and not (normalized or fx_custom):
         provenance = Provenance.read(program.model, trace_options=trace_options)
         provenance.write(program.model, policies=policies, trace_options=trace_options)
@@ -167,9 +172,10 @@ def export(
             for c in failed
         )
         raise VerificationError(
-            f"verify=True: the optimized model's outputs differ from torch's: {bad}; "
-            "nothing was saved. A rewrite rule or optimization changed the numerics: "
-            "export with optimize=False or without your rules to find which"
+            f"{keyword('verify', 'verify=True')}: the optimized model's outputs differ from "
+            f"torch's: {bad}; nothing was saved. A rewrite rule or optimization changed the "
+            f"numerics: export with {keyword('optimize', 'optimize=False')} or without your "
+            "rules to find which"
         )
     return program
 
@@ -258,7 +264,7 @@ def _collect_annotations(
             )
         return {}
     paths = module_paths(model)
-    merged: dict[str, dict[str, str]] = {k: dict(v) for k, v in stored_annotations(model).items()}
+    merged = normalize_annotations(stored_annotations(model), paths)
     for path, keys in normalize_annotations(annotations or {}, paths).items():
         merged.setdefault(path, {}).update(keys)
     return {path: keys for path, keys in merged.items() if keys}

@@ -21,9 +21,10 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
+import os
 import re
 from collections.abc import Mapping, Sequence
-from typing import Literal, overload
+from typing import TYPE_CHECKING, overload
 
 import onnx
 import onnx_ir as ir
@@ -41,6 +42,7 @@ from modelprov.core.keys import (
     NAME_SCOPES_KEY,
 )
 from modelprov.core.policy import Policies
+from modelprov.errors import UsageError
 from modelprov.onnx._aten_call import (
     AtenCall,
     call_of,
@@ -50,7 +52,8 @@ from modelprov.onnx._aten_call import (
     schema_of,
 )
 from modelprov.onnx._call_provenance import call_metadata, rewrite_table
-from modelprov.onnx._convert import run_on_copy
+from modelprov.onnx._convert import ModelInput, run_on_copy
+from modelprov.onnx._pass_options import FunctionizeOptions, Level
 from modelprov.onnx._wrap import (
     Region,
     Wrapper,
@@ -58,6 +61,9 @@ from modelprov.onnx._wrap import (
     has_subgraphs,
     is_constant,
 )
+
+if TYPE_CHECKING:
+    from torch.onnx import ONNXProgram
 
 __all__ = [
     "ATEN_TARGET_KEY",
@@ -72,8 +78,6 @@ logger = logging.getLogger(__name__)
 
 MAX_COPIED_CONSTANT_BYTES = 1 << 16
 _IDENTIFIER = re.compile(r"\W")
-
-Level = Literal["aten", "module"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,7 +109,7 @@ class _Run:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class FunctionizePass(ir.passes.InPlacePass):
+class FunctionizePass(FunctionizeOptions, ir.passes.InPlacePass):
     """Wraps ATen ops (``level="aten"``) or nn.Module calls (``"module"``) into functions.
 
     The fields are the options. The result (:class:`FunctionizeResult`) counts the call
@@ -113,17 +117,11 @@ class FunctionizePass(ir.passes.InPlacePass):
     true when a call was made.
     """
 
-    level: Level = dataclasses.field(
-        default="aten",
-        metadata={
-            "help": "one function per ATen op (aten, the default) or per nn.Module call (module)"
-        },
-    )
     policies: Policies | None = None
 
     def __post_init__(self) -> None:
         if self.level not in ("aten", "module"):
-            raise ValueError(f"functionize level must be 'aten' or 'module', got {self.level!r}")
+            raise UsageError(f"functionize level must be 'aten' or 'module', got {self.level!r}")
 
     def __call__(self, model_or_result: ir.Model | ir.passes.PassResult, /) -> FunctionizeResult:
         result = super().__call__(model_or_result)
@@ -189,6 +187,8 @@ class FunctionizePass(ir.passes.InPlacePass):
         orphans: list[ir.Node] = []
         fx_of: dict[ir.Node, str] = {}
         for node in model.graph:
+            if _is_call(model, node):
+                continue  # functionized already: a call stays as it is
             if has_subgraphs(node):
                 run.skipped.append(Skipped((_label(node),), "holds subgraphs (If/Loop/Scan)"))
                 continue
@@ -247,6 +247,8 @@ class FunctionizePass(ir.passes.InPlacePass):
             if primary is not None:
                 metadata = provenance.table[primary].metadata
             chains[node] = _module_chain(metadata)
+            if node.domain == MODULE_DOMAIN and _is_call(model, node):
+                chains[node] = _parents_of_call(node, chains[node])
         paths: dict[str, tuple[int, int, str]] = {}
         for position, node in enumerate(model.graph):
             for depth, (path, cls) in enumerate(chains[node], start=1):
@@ -320,6 +322,21 @@ def _name_nested_variants(model: ir.Model, wrapper: Wrapper) -> None:
             new = renamed.get(node.op_identifier())
             if new is not None:
                 node.op_type, node.overload = new[1], new[2]
+
+
+def _is_call(model: ir.Model, node: ir.Node) -> bool:
+    """True for a call of a function functionize made (a model functionized before)."""
+    return node.domain in (ATEN_DOMAIN, MODULE_DOMAIN) and node.op_identifier() in model.functions
+
+
+def _parents_of_call(call: ir.Node, chain: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The modules around an existing module call (named ``call_<path>``): its chain up to
+    its own module, which it computes already; all of it when its module is not found."""
+    path = (call.name or "").removeprefix("call_")
+    for depth, (module, _) in enumerate(chain):
+        if module == path or re.fullmatch(re.escape(module) + r"_\d+", path):
+            return chain[:depth]
+    return []
 
 
 def _identifier(text: str) -> str:
@@ -539,14 +556,17 @@ def _module_chain(metadata: Mapping[str, str]) -> list[tuple[str, str]]:
 
 @overload
 def functionize(
-    model: onnx.ModelProto, *, level: Level = ..., policies: Policies | None = ...
+    model: onnx.ModelProto | str | os.PathLike[str],
+    *,
+    level: Level = ...,
+    policies: Policies | None = ...,
 ) -> onnx.ModelProto: ...
 @overload
 def functionize(
-    model: ir.Model, *, level: Level = ..., policies: Policies | None = ...
+    model: ir.Model | ONNXProgram, *, level: Level = ..., policies: Policies | None = ...
 ) -> ir.Model: ...
 def functionize(
-    model: onnx.ModelProto | ir.Model,
+    model: ModelInput,
     *,
     level: Level = "aten",
     policies: Policies | None = None,
@@ -555,15 +575,18 @@ def functionize(
     of a model-local function; equal bodies share one function.
 
     Args:
-        model: an onnx.ModelProto or onnx_ir.Model (from torch.onnx or modelprov); not
-            modified.
+        model: an onnx.ModelProto, onnx_ir.Model, path or torch.onnx.ONNXProgram (from
+            torch.onnx or modelprov); not modified.
         level: ``"aten"`` (domain ``pkg.torch.aten``) or ``"module"`` (``pkg.torch.module``).
         policies: merge policies for the call nodes' metadata (default DEFAULT_POLICIES).
 
     Returns:
-        The functionized model, of the same kind as ``model``. What was left as it was is
+        The functionized model, of the same kind as ``model`` (a ModelProto for a path,
+        an onnx_ir.Model for an ONNXProgram). What was left as it was is
         logged (logger ``modelprov.onnx._functionize``); :class:`FunctionizePass` returns
         it as :attr:`FunctionizeResult.skipped`.
     """
-    functionized, _ = run_on_copy(FunctionizePass(level=level, policies=policies), model)
+    functionized, _ = run_on_copy(
+        FunctionizePass(level=level, policies=policies), model, where="functionize"
+    )
     return functionized

@@ -13,8 +13,9 @@ from __future__ import annotations
 import collections
 import dataclasses
 import json
+import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, overload
 
 import onnx
 import onnx_ir as ir
@@ -28,10 +29,14 @@ from modelprov.core.keys import (
 )
 from modelprov.errors import MetadataError
 from modelprov.onnx._call_provenance import read_table, rewrite_table
-from modelprov.onnx._convert import run_on_copy
+from modelprov.onnx._convert import ModelInput, run_on_copy
+from modelprov.onnx._pass_options import InlineOptions
 from modelprov.onnx._wrap import INLINE_VERSION, type_from_json
 
-__all__ = ["InlinePass", "inline"]
+if TYPE_CHECKING:
+    from torch.onnx import ONNXProgram
+
+__all__ = ["InlinePass", "inline", "inline_record", "metadata_at"]
 
 _DOMAINS = (ATEN_DOMAIN, MODULE_DOMAIN)
 _DATA_TYPES = frozenset(int(member) for member in ir.DataType)
@@ -45,10 +50,18 @@ def _record(call: ir.Node, body_size: int) -> list[dict[str, Any]] | None:
     with the body's names and metadata instead would give this call another call's
     provenance.
     """
-    text = call.metadata_props.get(INLINE_KEY)
+    return inline_record(call.metadata_props, call.name, call.domain, call.op_type, body_size)
+
+
+def inline_record(
+    metadata: Mapping[str, str], name: str | None, domain: str, op_type: str, body_size: int
+) -> list[dict[str, Any]] | None:
+    """:func:`_record` of a call with this metadata, name and op (also a call that exists
+    only inside another call's record)."""
+    text = metadata.get(INLINE_KEY)
     if text is None:
         return None
-    where = f"node {call.name!r}: its {INLINE_KEY!r} record"
+    where = f"node {name!r}: its {INLINE_KEY!r} record"
     fix = "; restore it from the functionized model or remove the key to inline without it"
     if not isinstance(text, str):
         raise MetadataError(f"{where} is not valid UTF-8{fix}")
@@ -66,14 +79,27 @@ def _record(call: ir.Node, body_size: int) -> list[dict[str, Any]] | None:
     nodes = document.get("nodes")
     if not isinstance(nodes, list) or len(nodes) != body_size:
         raise MetadataError(
-            f"{where} must list {body_size} nodes, one per body node of "
-            f"{call.domain}::{call.op_type}{fix}"
+            f"{where} must list {body_size} nodes, one per body node of {domain}::{op_type}{fix}"
         )
     for position, entry in enumerate(nodes):
         problem = _entry_problem(entry)
         if problem:
             raise MetadataError(f"{where}, node {position}: {problem}{fix}")
     return nodes
+
+
+def metadata_at(base: Mapping[str, str], entry: Mapping[str, Any]) -> dict[str, str]:
+    """A body node's metadata at one call: the call's (without its record) changed by the
+    node's record entry."""
+    if "constant_of" in entry:
+        return {CONSTANT_OF_KEY: entry["constant_of"]}
+    metadata = {k: v for k, v in base.items() if k != INLINE_KEY}
+    for key, value in entry.get("meta", {}).items():
+        if value is None:
+            metadata.pop(key, None)
+        else:
+            metadata[key] = value
+    return metadata
 
 
 def _is_str_map(value: object, *, nullable: bool = False) -> bool:
@@ -121,7 +147,7 @@ def _is_type(entry: object) -> bool:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class InlinePass(ir.passes.InPlacePass):
+class InlinePass(InlineOptions, ir.passes.InPlacePass):
     """Replaces calls of functionize's functions (``pkg.torch.aten``, ``pkg.torch.module``)
     by their bodies, restoring each call's own names and metadata. A frozen dataclass like
     the other passes; it has no options (fields) yet."""
@@ -386,18 +412,19 @@ def _drop_unused_functions(model: ir.Model) -> bool:
 
 
 @overload
-def inline(model: onnx.ModelProto) -> onnx.ModelProto: ...
+def inline(model: onnx.ModelProto | str | os.PathLike[str]) -> onnx.ModelProto: ...
 @overload
-def inline(model: ir.Model) -> ir.Model: ...
-def inline(model: onnx.ModelProto | ir.Model) -> onnx.ModelProto | ir.Model:
+def inline(model: ir.Model | ONNXProgram) -> ir.Model: ...
+def inline(model: ModelInput) -> onnx.ModelProto | ir.Model:
     """Back to a flat graph: every call functionize made becomes its nodes again.
 
     Args:
-        model: an onnx.ModelProto or onnx_ir.Model; not modified.
+        model: an onnx.ModelProto, onnx_ir.Model, path or torch.onnx.ONNXProgram; not
+            modified.
 
     Returns:
         The inlined model, of the same kind; for ``inline(functionize(m))`` node for node
         ``m`` (ops, attributes, topology, names, metadata).
     """
-    inlined, _ = run_on_copy(InlinePass(), model)
+    inlined, _ = run_on_copy(InlinePass(), model, where="inline")
     return inlined

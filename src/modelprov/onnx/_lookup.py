@@ -12,6 +12,7 @@ from __future__ import annotations
 import collections
 import weakref
 from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING
 
 import onnx
 import onnx_ir as ir
@@ -21,7 +22,11 @@ from modelprov.core._correspond import all_nodes
 from modelprov.core._sources import TABLE_KEY, Source, SourceTable, collect_sources, node_label
 from modelprov.core.keys import ATEN_DOMAIN, MODULE_DOMAIN
 from modelprov.errors import UsageError
+from modelprov.onnx._convert import ModelInput, model_input
 from modelprov.onnx._duplicates import merged_entries
+
+if TYPE_CHECKING:
+    from torch.onnx import ONNXProgram
 
 __all__ = ["SourceIndex", "function_body_sources", "node_sources", "proto_nodes", "sources"]
 
@@ -57,12 +62,14 @@ class SourceIndex:
             print(node.name, [s.fx_node for s in index.sources(node)])
 
     Args:
-        model: an onnx_ir.Model or an onnx.ModelProto; lookups take nodes of the same form.
+        model: an onnx_ir.Model, an onnx.ModelProto, a path (read as an onnx_ir.Model) or a
+            torch.onnx.ONNXProgram (its onnx_ir.Model); lookups take nodes of that form.
     """
 
-    def __init__(self, model: onnx.ModelProto | ir.Model) -> None:
+    def __init__(self, model: ModelInput) -> None:
+        found = model_input(model, where="SourceIndex")
         with gc_paused():
-            self._build(model)
+            self._build(found)
 
     def _build(self, model: onnx.ModelProto | ir.Model) -> None:
         nodes: list[ir.Node] | list[onnx.NodeProto]
@@ -72,7 +79,7 @@ class SourceIndex:
             metadata = [dict(node.metadata_props) for node in nodes]
             labels = [node_label(node.name, node.op_type, i) for i, node in enumerate(nodes)]
             self._top_level = len(model.graph)
-        elif isinstance(model, onnx.ModelProto):
+        else:
             nodes = proto_nodes(model.graph)
             model_metadata = merged_entries(model.metadata_props, where="model")
             labels = [node_label(node.name, node.op_type, i) for i, node in enumerate(nodes)]
@@ -80,11 +87,6 @@ class SourceIndex:
                 _proto_metadata(node, label) for node, label in zip(nodes, labels, strict=True)
             ]
             self._top_level = len(model.graph.node)
-        else:
-            raise TypeError(
-                "SourceIndex takes an onnx.ModelProto or an onnx_ir.Model, "
-                f"got {type(model).__name__}"
-            )
         # A strong reference from an index cached under an onnx_ir.Model would keep the
         # model alive forever; ModelProto cannot be weakly referenced.
         self._model: weakref.ref[ir.Model] | onnx.ModelProto = (
@@ -219,7 +221,9 @@ def function_body_sources(model: ir.Model) -> list[tuple[ir.Node, list[Source]]]
     ]
 
 
-def sources(model: onnx.ModelProto | ir.Model, node: onnx.NodeProto | ir.Node) -> list[Source]:
+def sources(
+    model: onnx.ModelProto | ir.Model | ONNXProgram, node: onnx.NodeProto | ir.Node
+) -> list[Source]:
     """The original operations a node computes, in source order.
 
     Works for any model modelprov wrote (it reads the model's sources table) and for a
@@ -228,14 +232,16 @@ def sources(model: onnx.ModelProto | ir.Model, node: onnx.NodeProto | ir.Node) -
     costs one pass over the model.
 
     Args:
-        model: the model holding ``node`` (onnx.ModelProto or onnx_ir.Model).
+        model: the model holding ``node`` (onnx.ModelProto, onnx_ir.Model, or a
+            torch.onnx.ONNXProgram: its onnx_ir.Model).
         node: one of its nodes, of the same form (onnx.NodeProto or onnx_ir.Node).
     """
+    model = model_input(model, where="sources(model, node)", path_as=None)
     if not (
         (isinstance(model, ir.Model) and isinstance(node, ir.Node))
         or (isinstance(model, onnx.ModelProto) and isinstance(node, onnx.NodeProto))
     ):
-        raise TypeError(
+        raise UsageError(
             "sources(model, node) takes an onnx.ModelProto with one of its onnx.NodeProto, "
             f"or an onnx_ir.Model with one of its onnx_ir.Node; got {type(model).__name__} "
             f"and {type(node).__name__}"

@@ -14,6 +14,7 @@ import torch
 import modelprov
 from modelprov import _examples
 from modelprov.core._sources import TABLE_KEY, Source, SourceTable, collect_sources, node_label
+from modelprov.errors import InvalidModelError, UsageError
 from modelprov.onnx._lookup import SourceIndex, proto_nodes
 
 
@@ -119,7 +120,9 @@ def test_index_rejects_foreign_nodes_and_kinds(optimized: ir.Model) -> None:
     other = plain_export("double_transpose").clone()
     with pytest.raises(ValueError, match="not a node of this model"):
         SourceIndex(optimized).sources(next(iter(other.graph)))
-    with pytest.raises(TypeError):
-        SourceIndex("model.onnx")  # type: ignore[arg-type]
-    with pytest.raises(TypeError):
+    with pytest.raises(InvalidModelError, match="model.onnx"):
+        SourceIndex("model.onnx")  # a path, but no file there
+    with pytest.raises(UsageError, match="a path cannot hold the node"):
+        modelprov.sources("model.onnx", next(iter(optimized.graph)))  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match="onnx_ir.Model with one of its onnx_ir.Node"):
         modelprov.sources(optimized, ir.serde.serialize_node(next(iter(optimized.graph))))

@@ -3,6 +3,8 @@
 onnx-ir's ``PassResult.modified`` must be true exactly when the model changed; passes that
 run third-party pipelines (which report no such flag) compare the state before and after.
 Tensor contents are compared by identity: passes replace tensors, they do not edit them.
+Metadata is compared as a mapping: onnx-ir writes its keys sorted, so their order in memory
+is no change.
 """
 
 from __future__ import annotations
@@ -20,13 +22,17 @@ def model_state(model: ir.Model) -> tuple[Hashable, ...]:
     return (
         model.ir_version,
         tuple(sorted(model.opset_imports.items())),
-        tuple(model.metadata_props.items()),
+        _props(model.metadata_props),
         tuple(_graph_state(model.graph)),
         tuple(
-            (key, tuple(function.metadata_props.items()), tuple(_graph_state(function)))
+            (key, _props(function.metadata_props), tuple(_graph_state(function)))
             for key, function in model.functions.items()
         ),
     )
+
+
+def _props(props: dict[str, str]) -> Hashable:
+    return tuple(sorted(props.items()))
 
 
 def _value(value: ir.Value | None) -> Hashable:
@@ -36,7 +42,7 @@ def _value(value: ir.Value | None) -> Hashable:
         value.name or id(value),
         str(value.type),
         str(value.shape),
-        tuple(value.metadata_props.items()),
+        _props(value.metadata_props),
         id(value.const_value) if value.const_value is not None else None,
     )
 
@@ -57,7 +63,7 @@ def _attribute(attribute: ir.Attr) -> Hashable:
 
 def _graph_state(graph: ir.Graph | ir.Function) -> Iterator[Hashable]:
     if isinstance(graph, ir.Graph):
-        yield tuple(graph.metadata_props.items())
+        yield _props(graph.metadata_props)
         yield tuple(_value(value) for value in graph.initializers.values())
     yield tuple(_value(value) for value in graph.inputs)
     yield tuple(_value(value) for value in graph.outputs)
@@ -70,5 +76,5 @@ def _graph_state(graph: ir.Graph | ir.Function) -> Iterator[Hashable]:
             tuple(value.name or id(value) if value else None for value in node.inputs),
             tuple(_value(value) for value in node.outputs),
             tuple(_attribute(attribute) for attribute in node.attributes.values()),
-            tuple(node.metadata_props.items()),
+            _props(node.metadata_props),
         )

@@ -10,8 +10,9 @@ import dataclasses
 import functools
 import inspect
 import logging
+import os
 from collections.abc import Callable, Sequence
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, overload
 
 import onnx
 import onnx_ir as ir
@@ -23,14 +24,19 @@ from modelprov.core._correspond import Change, Snapshot, correspond, nodes_and_g
 from modelprov.core._provenance import Provenance
 from modelprov.core._stack_trace import TraceOptions
 from modelprov.core.policy import Policies
-from modelprov.onnx._convert import run_on_copy
+from modelprov.onnx._convert import ModelInput, run_on_copy
 from modelprov.onnx._function_bodies import (
     add_body_sources,
     calls_functions,
     inline_modelprov_calls,
     inline_user_functions,
 )
+from modelprov.onnx._ir_check import check_functions
 from modelprov.onnx._model_state import model_state
+from modelprov.onnx._pass_options import OptimizeOptions
+
+if TYPE_CHECKING:
+    from torch.onnx import ONNXProgram
 
 __all__ = ["OptimizeProvenancePass", "OptimizeResult", "StepRecord", "optimize"]
 
@@ -102,7 +108,7 @@ class OptimizeResult(ir.passes.PassResult):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class OptimizeProvenancePass(ir.passes.InPlacePass):
+class OptimizeProvenancePass(OptimizeOptions, ir.passes.InPlacePass):
     """onnxscript's optimizer plus user rewrite rules, with provenance kept by the policies.
 
     Steps: ``onnxscript.optimizer.optimize_ir`` (constant folding, default rewrite rules,
@@ -125,7 +131,6 @@ class OptimizeProvenancePass(ir.passes.InPlacePass):
     policies: Policies | None = None
     rules: Sequence[Any] | None = None
     trace_options: TraceOptions | None = None
-    per_pass: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "rules", tuple(self.rules or ()))
@@ -148,8 +153,10 @@ class OptimizeProvenancePass(ir.passes.InPlacePass):
     def _run_steps(self, model: ir.Model) -> tuple[StepRecord, ...]:
         """Optimizes ``model`` in place, provenance kept, and returns what each step did
         (``call`` without telling whether the model changed, which costs two walks)."""
+        check_functions(model)  # onnxscript would fail deep inside on recursive functions
         inline_modelprov_calls(model)
         walked = nodes_and_graphs(model.graph)
+        _warn_when_quadratic(len(walked[0]))
         provenance = Provenance.read(model, trace_options=self.trace_options, walked=walked)
         tracker = _Tracker(model, provenance, walked)
         steps: list[StepRecord] = []
@@ -177,6 +184,26 @@ class OptimizeProvenancePass(ir.passes.InPlacePass):
             walked=tracker.walked,
         )
         return tuple(steps)
+
+
+QUADRATIC_FROM_NODES = 10_000
+"""From this many nodes on, ``optimize`` logs that onnxscript's rewriter will take long."""
+
+
+def _warn_when_quadratic(nodes: int) -> None:
+    """onnxscript's default rewrite rules cost time quadratic in a graph's node count: its
+    rewriter tries every rule on every node, and the one rule with two output nodes
+    (SlicesSplit) makes its SimplePatternMatcher index the whole graph each time, whether the
+    graph holds a Slice or not. Measured on a chain of Add nodes (optimize_ir alone, CPU
+    time): 1.5 s at 2,000 nodes, 7.6 s at 4,000, 30 s at 8,000. The rules are onnxscript's
+    (modelprov must make its graph); this says what to expect."""
+    if nodes >= QUADRATIC_FROM_NODES:
+        logger.warning(
+            "optimizing %d nodes: onnxscript's default rewrite rules take time quadratic in "
+            "the node count (about 30 s CPU at 8,000 nodes, 4x per doubling); this may take "
+            "long",
+            nodes,
+        )
 
 
 def _optimize_ir(model: ir.Model) -> None:
@@ -239,7 +266,7 @@ def _run_optimizer_passes(tracker: _Tracker, label: str) -> list[StepRecord]:
 
 @overload
 def optimize(
-    model: onnx.ModelProto,
+    model: onnx.ModelProto | str | os.PathLike[str],
     *,
     policies: Policies | None = ...,
     rules: Sequence[Any] | None = ...,
@@ -247,14 +274,14 @@ def optimize(
 ) -> onnx.ModelProto: ...
 @overload
 def optimize(
-    model: ir.Model,
+    model: ir.Model | ONNXProgram,
     *,
     policies: Policies | None = ...,
     rules: Sequence[Any] | None = ...,
     trace_options: TraceOptions | None = ...,
 ) -> ir.Model: ...
 def optimize(
-    model: onnx.ModelProto | ir.Model,
+    model: ModelInput,
     *,
     policies: Policies | None = None,
     rules: Sequence[Any] | None = None,
@@ -263,13 +290,15 @@ def optimize(
     """Optimizes like torch.onnx.export(optimize=True) and keeps every node's provenance.
 
     Args:
-        model: an onnx.ModelProto or onnx_ir.Model; it is not modified.
+        model: an onnx.ModelProto, onnx_ir.Model, path or torch.onnx.ONNXProgram; it is
+            not modified.
         policies: per-key merge policies (default: modelprov.DEFAULT_POLICIES).
         rules: extra onnxscript rewrite rules (``onnxscript.rewriter.pattern.RewriteRule``).
         trace_options: stack-trace path rewriting and per-node size budget.
 
     Returns:
-        The optimized model, of the same kind as ``model``.
+        The optimized model, of the same kind as ``model`` (a ModelProto for a path, an
+        onnx_ir.Model for an ONNXProgram).
     """
     optimize_pass = OptimizeProvenancePass(
         policies=policies, rules=rules, trace_options=trace_options
@@ -279,5 +308,5 @@ def optimize(
         # The copy is ours: whether it changed is of no use, so skip working that out.
         return OptimizeResult(copy, True, optimize_pass._run_steps(copy))
 
-    optimized, _ = run_on_copy(run, model, policies)
+    optimized, _ = run_on_copy(run, model, policies, where="optimize")
     return optimized

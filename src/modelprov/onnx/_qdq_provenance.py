@@ -28,7 +28,7 @@ import onnx_ir as ir
 from modelprov.core._correspond import all_nodes
 from modelprov.core._provenance import Provenance
 from modelprov.core.policy import Policies
-from modelprov.onnx._recover import CONFIDENCE_KEY, recover
+from modelprov.onnx._recover import CONFIDENCE_KEY, recover_with_working_model
 
 __all__ = ["QDQ_OPS", "QdqAttribution", "attribute_quantized", "is_qdq", "quantized_source"]
 
@@ -106,7 +106,11 @@ def attribute_quantized(
         value.name for node in all_nodes(original.graph) for value in node.outputs if value.name
     }
     bypassed, renamed = _bypassed_copy(quantized, original_names)
-    recovered = recover(original, bypassed, policies=policies)
+    # The bypassed copy computes without quantization's rounding: structure decides.
+    recovered = recover_with_working_model(original, bypassed, policies=policies, run_check=False)[
+        0
+    ]
+    assert isinstance(recovered, ir.Model)
     found = Provenance.read(recovered)
     quantized_values = {
         value.name: value

@@ -14,6 +14,7 @@ import numpy as np
 import onnx_ir as ir
 
 from modelprov.core._correspond import all_nodes
+from modelprov.core._printable import printable
 from modelprov.core.keys import QUANTIZED_TENSORS_FORMAT, RANGE_MAX_KEY, RANGE_MIN_KEY
 from modelprov.onnx._qdq_provenance import is_qdq, quantized_source
 
@@ -146,7 +147,7 @@ def table_text(tensors: list[QuantizedTensor]) -> str:
         ranged = f"[{item.range[0]:.6g}, {item.range[1]:.6g}]" if item.range else "-"
         rows.append(
             (
-                item.tensor,
+                printable(item.tensor),
                 item.kind,
                 item.dtype,
                 ranged,

@@ -27,7 +27,7 @@ import onnx_ir as ir
 from modelprov.core._correspond import all_nodes
 from modelprov.core._scoping import within
 from modelprov.core.keys import RANGE_MAX_KEY, RANGE_MIN_KEY
-from modelprov.errors import QuantizationError
+from modelprov.errors import QuantizationError, keyword
 from modelprov.onnx._annotations import module_path_of
 
 __all__ = [
@@ -97,7 +97,7 @@ def annotated_ranges(model: ir.Model) -> dict[str, TensorRange]:
         if RANGE_MIN_KEY not in props or RANGE_MAX_KEY not in props:
             raise QuantizationError(
                 f"{where}: has only one of {RANGE_MIN_KEY} and {RANGE_MAX_KEY}; give both, "
-                "or pass the tensor's range in ranges="
+                f"or pass the tensor's range in {keyword('ranges')}"
             )
         minimum = _number(props[RANGE_MIN_KEY], f"{where}, key {RANGE_MIN_KEY}")
         maximum = _number(props[RANGE_MAX_KEY], f"{where}, key {RANGE_MAX_KEY}")
@@ -106,7 +106,7 @@ def annotated_ranges(model: ir.Model) -> dict[str, TensorRange]:
 
 
 def _spec_bounds(key: str, spec: object) -> tuple[float, float]:
-    where = f"ranges[{key!r}]"
+    where = _entry(key)
     if isinstance(spec, Mapping):
         for low, high in (("min", "max"), (RANGE_MIN_KEY, RANGE_MAX_KEY)):
             if low in spec and high in spec:
@@ -151,6 +151,11 @@ def _tensor_names(model: ir.Model) -> set[str]:
     return names
 
 
+def _entry(key: object) -> str:
+    """``ranges[key]`` in a message (on the command line: the --ranges file's key)."""
+    return keyword("ranges", f"ranges[{key!r}]", command_line_suffix=f", key {key!r}")
+
+
 def resolve_ranges(model: ir.Model, ranges: Mapping[str, object]) -> dict[str, TensorRange]:
     """The caller's ranges by tensor name; module-path keys expand to the module's outputs.
 
@@ -164,12 +169,14 @@ def resolve_ranges(model: ir.Model, ranges: Mapping[str, object]) -> dict[str, T
     by_module: list[tuple[str, TensorRange]] = []
     for key, spec in ranges.items():
         if not isinstance(key, str):
-            raise QuantizationError(f"ranges: keys are tensor names or module paths, got {key!r}")
+            raise QuantizationError(
+                f"{keyword('ranges', 'ranges')}: keys are tensor names or module paths, got {key!r}"
+            )
         minimum, maximum = _spec_bounds(key, spec)
-        checked = _checked(minimum, maximum, "ranges", f"ranges[{key!r}]")
+        checked = _checked(minimum, maximum, "ranges", _entry(key))
         if key in initializers:
             raise QuantizationError(
-                f"ranges[{key!r}]: {key!r} is a weight; weights are quantized from their "
+                f"{_entry(key)}: {key!r} is a weight; weights are quantized from their "
                 "values, give ranges for activations (tensor names or module paths)"
             )
         if key in tensors:
@@ -181,7 +188,7 @@ def resolve_ranges(model: ir.Model, ranges: Mapping[str, object]) -> dict[str, T
         outputs = _module_outputs(model, key)
         if not outputs:
             raise QuantizationError(
-                f"ranges[{key!r}]: no tensor and no module of the model has this name; keys "
+                f"{_entry(key)}: no tensor and no module of the model has this name; keys "
                 "are tensor names (see the model's value names) or module paths such as '0' "
                 "or 'encoder.layer.0'"
             )

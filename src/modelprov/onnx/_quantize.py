@@ -25,21 +25,29 @@ The quantizer's output then gets provenance on every node (see ``_qdq_provenance
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import numpy as np
 import onnx
 import onnx_ir as ir
 
 from modelprov._io import load_model_proto, save_model
+from modelprov._proto_check import read_proto
 from modelprov.core.policy import Policies
-from modelprov.errors import MissingDependencyError, QuantizationError
+from modelprov.errors import MissingDependencyError, QuantizationError, keyword
+from modelprov.onnx._convert import ModelInput, model_input
+from modelprov.onnx._int8_cpu import this_cpu
+from modelprov.onnx._ir_check import checked_clone
 from modelprov.onnx._qdq_provenance import attribute_quantized
 from modelprov.onnx._quant_ranges import RANGE_MAX_KEY, RANGE_MIN_KEY, model_ranges
+
+if TYPE_CHECKING:
+    from torch.onnx import ONNXProgram
 
 __all__ = ["QUANT_TYPES", "quantize"]
 
@@ -48,7 +56,6 @@ logger = logging.getLogger(__name__)
 QUANT_TYPES = ("int8", "uint8", "int16", "uint16")
 _FORMATS = ("qdq", "qoperator")
 
-ModelInput = onnx.ModelProto | ir.Model | str | os.PathLike[str]
 _T = TypeVar("_T")
 
 
@@ -82,18 +89,13 @@ def _quant_type(value: object, argument: str) -> Any:
 
 
 def _load(model: ModelInput) -> tuple[onnx.ModelProto | None, ir.Model]:
-    """The model as (proto if given as one, onnx_ir model), weights loaded; never modified."""
-    if isinstance(model, ir.Model):
-        return None, model
-    if isinstance(model, onnx.ModelProto):
-        return model, ir.from_proto(model)
-    if isinstance(model, (str, os.PathLike)):
-        proto = load_model_proto(model, load_weights=True)
-        return proto, ir.from_proto(proto)
-    raise TypeError(
-        "quantize: the model must be an onnx.ModelProto, an onnx_ir.Model or a path, got "
-        f"{type(model).__name__}"
-    )
+    """The model as (proto if given as one or a path, onnx_ir model), weights loaded;
+    never modified."""
+    found = model_input(model, where="quantize", path_as="proto", load_weights=True)
+    if isinstance(found, ir.Model):
+        return None, checked_clone(found)  # shares the weights; refuses a broken model
+    where = os.fspath(model) if isinstance(model, str | os.PathLike) else "model"
+    return found, read_proto(found, where)
 
 
 class _Batches:
@@ -198,7 +200,7 @@ def _calibrate_with_ort(
 
 @overload
 def quantize(
-    model: ir.Model,
+    model: ir.Model | ONNXProgram,
     *,
     ranges: Mapping[str, object] | None = ...,
     format: str = ...,
@@ -207,6 +209,7 @@ def quantize(
     per_channel: bool = ...,
     calibration_batches: Iterable[Any] | None = ...,
     policies: Policies | None = ...,
+    reduce_range: bool | None = ...,
     **ort_options: Any,
 ) -> ir.Model: ...
 @overload
@@ -220,6 +223,7 @@ def quantize(
     per_channel: bool = ...,
     calibration_batches: Iterable[Any] | None = ...,
     policies: Policies | None = ...,
+    reduce_range: bool | None = ...,
     **ort_options: Any,
 ) -> onnx.ModelProto: ...
 def quantize(
@@ -232,12 +236,14 @@ def quantize(
     per_channel: bool = False,
     calibration_batches: Iterable[Any] | None = None,
     policies: Policies | None = None,
+    reduce_range: bool | None = None,
     **ort_options: Any,
 ) -> onnx.ModelProto | ir.Model:
     """Quantizes with onnxruntime.quantization.quantize_static, ranges from PyTorch.
 
     Args:
-        model: the float model (ModelProto, onnx_ir.Model or path); never modified.
+        model: the float model (ModelProto, onnx_ir.Model, path or torch.onnx.ONNXProgram);
+            never modified.
         ranges: ``{tensor name or module path: (min, max)}`` (or ``{"min":, "max":}``, so a
             :func:`modelprov.calibrate` result works); wins over the model's own
             ``custom.min``/``custom.max``. A module path stands for the tensors leaving it.
@@ -248,8 +254,11 @@ def quantize(
         calibration_batches: batches (arrays/tensors, tuples of them by graph input, or
             dicts by input name) onnxruntime calibrates the tensors without a range from.
         policies: merge policies for the provenance (default modelprov.DEFAULT_POLICIES).
+        reduce_range: 7-bit weights. None (default): chosen for this CPU, True for int8
+            weights with 8-bit activations on x86 without VNNI (where onnxruntime's u8s8
+            kernels saturate full 8-bit weights), else False; the choice is logged (INFO).
         ort_options: passed to quantize_static (``extra_options``, ``op_types_to_quantize``,
-            ``nodes_to_exclude``, ``reduce_range``, ``calibrate_method``...);
+            ``nodes_to_exclude``, ``calibrate_method``...);
             ``extra_options["TensorQuantOverrides"]`` applies on top of the ranges.
 
     Returns:
@@ -266,12 +275,17 @@ def quantize(
         raise QuantizationError(f"format={format!r}: give 'qdq' or 'qoperator'")
     activation = _quant_type(activation_type, "activation_type")
     weight = _quant_type(weight_type, "weight_type")
+    reduced = choose_reduce_range(activation, weight, reduce_range)
+    logger.info("quantize: %s", reduced.text())
     for reserved in ("model_input", "model_output", "calibration_data_reader", "quant_format"):
         if reserved in ort_options:
             raise QuantizationError(f"{reserved} is set by modelprov.quantize; do not pass it")
     batches = None if calibration_batches is None else list(calibration_batches)
     if batches is not None and not batches:
-        raise QuantizationError("calibration_batches is empty; give at least one batch")
+        raise QuantizationError(
+            f"{keyword('calibration_batches', 'calibration_batches')} is empty; give at least "
+            "one batch"
+        )
     proto, float_model = _load(model)
     known = model_ranges(float_model, ranges)
     extra_options = dict(ort_options.pop("extra_options", None) or {})
@@ -288,9 +302,11 @@ def quantize(
         if missing and batches is None:
             raise QuantizationError(
                 f"no range for {len(missing)} tensor(s) onnxruntime quantizes: "
-                f"{', '.join(missing)}; give them with ranges={{name: (min, max)}} (module "
-                "paths work too), export with annotations=modelprov.calibrate(...), or pass "
-                "calibration_batches= so onnxruntime calibrates them"
+                f"{', '.join(missing)}; give them with "
+                f"{keyword('ranges', 'ranges={name: (min, max)}')} (tensor names or module "
+                "paths), calibrate the export "
+                f"({keyword('calibrate', 'annotations=modelprov.calibrate(...)')}), or pass "
+                f"{keyword('calibration_batches')} so onnxruntime calibrates them"
             )
         method = ort_options.pop("calibrate_method", quant.CalibrationMethod.MinMax)
         measured: dict[str, Any] = {}
@@ -326,6 +342,7 @@ def quantize(
             op_types_to_quantize=op_types,
             calibrate_method=method,
             calibration_cache_path=cache,
+            reduce_range=reduced.value,
             extra_options=extra_options,
             **ort_options,
         )
@@ -341,9 +358,58 @@ def quantize(
             len(report.unattributed),
             ", ".join(report.unattributed[:10]),
         )
-    if isinstance(model, ir.Model):
+    if proto is None:  # an onnx_ir.Model or an ONNXProgram
         return quantized
     return ir.to_proto(quantized)
+
+
+@dataclasses.dataclass(frozen=True)
+class ReduceRange:
+    """Whether weights are quantized to 7 bits, and why (what the CLI and the log print)."""
+
+    value: bool
+    reason: str
+    chosen: bool
+    """True when modelprov chose it for this CPU, False when the caller gave it."""
+
+    def text(self, *, cli: bool = False) -> str:
+        """``reduce_range=True (reason; reduce_range=False overrides)``; with ``cli``, flags."""
+        if cli:
+            setting = "--reduce-range" if self.value else "--no-reduce-range"
+            override = "--no-reduce-range" if self.value else "--reduce-range"
+        else:
+            setting, override = f"reduce_range={self.value}", f"reduce_range={not self.value}"
+        hint = f"; {override} overrides" if self.chosen else ""
+        return f"{setting} ({self.reason}{hint})"
+
+
+def choose_reduce_range(
+    activation_type: object, weight_type: object, reduce_range: bool | None = None
+) -> ReduceRange:
+    """The caller's ``reduce_range``, or the one this CPU's integer kernels need."""
+    if reduce_range is not None:
+        if not isinstance(reduce_range, bool):
+            raise QuantizationError(
+                f"reduce_range={reduce_range!r}: give True, False or None (chosen for this CPU)"
+            )
+        return ReduceRange(reduce_range, "as given", chosen=False)
+    quant = _ort()
+    activation = _quant_type(activation_type, "activation_type")
+    weight = _quant_type(weight_type, "weight_type")
+    cpu = this_cpu()
+    if weight != quant.QuantType.QInt8 or activation not in (
+        quant.QuantType.QInt8,
+        quant.QuantType.QUInt8,
+    ):
+        return ReduceRange(False, "only int8 weights with 8-bit activations saturate", chosen=True)
+    if cpu.reduce_range:
+        return ReduceRange(
+            True,
+            f"{cpu.describe()}: onnxruntime's 8-bit kernels saturate full 8-bit weights, "
+            "7-bit ones do not",
+            chosen=True,
+        )
+    return ReduceRange(False, f"{cpu.describe()}: 8-bit weights do not saturate", chosen=True)
 
 
 def _used_ranges(measured: Mapping[str, Any]) -> dict[str, tuple[float, float]]:

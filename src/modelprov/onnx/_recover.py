@@ -15,30 +15,48 @@ inputs and outputs, value names, and the dataflow structure around them:
   to what it can compute from its inputs (``inferred``).
 
 Nothing but metadata changes: the tool's nodes, order, names and weights stay as they are.
+First, recover makes sure the tool's model computes what the original computes: both run
+on the same random inputs when they can (``_correspondence_run``), else their structure is
+compared (``_correspondence_check``); ``force`` overrides either refusal, with a warning.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import os
 from collections.abc import Iterable
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, overload
 
 import onnx
 import onnx_ir as ir
 import onnx_ir.passes.common as common_passes
 
-from modelprov._io import load_model_proto
 from modelprov._proto_check import check_proto, read_proto
 from modelprov.core._correspond import Change, Snapshot, all_nodes, correspond
+from modelprov.core._printable import printable_lines
 from modelprov.core._provenance import Provenance
 from modelprov.core.keys import CONFIDENCE_KEY, RECOVER_REPORT_FORMAT
 from modelprov.core.policy import Policies
-from modelprov.errors import CorrespondenceError
+from modelprov.errors import CorrespondenceError, keyword
+from modelprov.onnx._anchors_structure import (
+    anchor_by_structure,
+    duplicate_values,
+    merged_duplicates,
+    same_attributes,
+    same_type,
+)
+from modelprov.onnx._convert import ModelInput, model_input
 from modelprov.onnx._correspondence_check import correspondence_problems
+from modelprov.onnx._correspondence_run import RunComparison, compare_by_running, runnable
 from modelprov.onnx._duplicates import merged_entries
+from modelprov.onnx._ir_check import checked_clone
 from modelprov.onnx._lookup import proto_nodes
+from modelprov.onnx._pass_options import RecoverOptions
+
+if TYPE_CHECKING:
+    from torch.onnx import ONNXProgram
 
 __all__ = [
     "CONFIDENCE_KEY",
@@ -50,9 +68,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-
-ModelInput = onnx.ModelProto | ir.Model | str | os.PathLike[str]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,12 +83,20 @@ class RecoveryReport:
     unattributed: tuple[str, ...]
     lost_sources: tuple[str, ...]
     repaired: tuple[str, ...]
+    correspondence: str = ""
+    """Which check decided that the models correspond: ``computed: ...`` (both ran on the
+    same random inputs and agree), ``structure: ...`` (they could not run; interface, op
+    kinds and size agree) or ``forced: ...`` (a check refused and ``force`` overrode it)."""
 
-    def to_json(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (``"format": "modelprov.recover-report", "version": 1``)."""
         fields = dataclasses.asdict(self)
         fields = {k: list(v) if isinstance(v, tuple) else v for k, v in fields.items()}
         return {"format": RECOVER_REPORT_FORMAT, "version": 1, **fields}
+
+    def to_json(self) -> str:
+        """The JSON report (:meth:`to_dict`) as text."""
+        return json.dumps(self.to_dict(), indent=2)
 
     def to_text(self) -> str:
         """A summary line, then one line per unattributed node, lost source, repair."""
@@ -85,18 +108,13 @@ class RecoveryReport:
         lines += [f"  no sources: {name}" for name in self.unattributed]
         lines += [f"  lost: {source}" for source in self.lost_sources]
         lines += [f"  repaired: {what}" for what in self.repaired]
-        return "\n".join(lines)
+        if self.correspondence:
+            lines.append(f"  correspondence {self.correspondence}")
+        return printable_lines(lines)
 
 
 def _load(model: ModelInput, role: str) -> onnx.ModelProto | ir.Model:
-    if isinstance(model, (onnx.ModelProto, ir.Model)):
-        return model
-    if isinstance(model, (str, os.PathLike)):
-        return load_model_proto(model, load_weights=False)
-    raise TypeError(
-        f"recover: the {role} model must be an onnx.ModelProto, an onnx_ir.Model or a path, "
-        f"got {type(model).__name__}"
-    )
+    return model_input(model, where=f"recover: the {role} model", path_as="proto")
 
 
 def _text(item: object) -> str:
@@ -176,29 +194,12 @@ def _repair_ir(model: ir.Model) -> list[str]:
     return repaired
 
 
-def _check_same_interface(original: ir.Model, optimized: ir.Model) -> None:
-    def inputs(model: ir.Model) -> list[str]:
-        initializers = set(model.graph.initializers)
-        return [v.name or "" for v in model.graph.inputs if v.name not in initializers]
-
-    before, after = inputs(original), inputs(optimized)
-    if before != after:
-        raise CorrespondenceError(
-            f"the optimized model does not correspond to the original: graph inputs "
-            f"{after} differ from {before}; pass the model the tool was given"
-        )
-    if len(original.graph.outputs) != len(optimized.graph.outputs):
-        raise CorrespondenceError(
-            f"the optimized model does not correspond to the original: it has "
-            f"{len(optimized.graph.outputs)} graph outputs, the original "
-            f"{len(original.graph.outputs)}; pass the model the tool was given"
-        )
-
-
 def _anchors(
     original: ir.Model, optimized: ir.Model
-) -> tuple[dict[ir.Node, ir.Node], dict[ir.Value, ir.Value]]:
-    """Node and value anchors between the two models, from names and graph boundaries."""
+) -> tuple[dict[ir.Node, ir.Node], dict[ir.Value, ir.Value], dict[ir.Value, list[ir.Value]]]:
+    """Node and value anchors between the two models, from names, graph boundaries and
+    structure; and, per new value, the further old values it equals (duplicates a tool
+    merged into it)."""
     old_values: dict[str, ir.Value] = {}
     for value in [*original.graph.inputs, *original.graph.initializers.values()]:
         if value.name:
@@ -214,10 +215,12 @@ def _anchors(
     new_values.extend(value for node in new_nodes for value in node.outputs)
     for value in new_values:
         old = old_values.get(value.name or "")
-        if old is not None and _same_type(old, value):
+        if old is not None and same_type(old, value):
             value_anchors[value] = old
-    for new, old in zip(optimized.graph.outputs, original.graph.outputs, strict=True):
+    # Paired by position; under force the two may differ in number.
+    for new, old in zip(optimized.graph.outputs, original.graph.outputs, strict=False):
         value_anchors.setdefault(new, old)
+    duplicates = duplicate_values(old_nodes)
     node_anchors: dict[ir.Node, ir.Node] = {}
     rewritten: list[tuple[ir.Node, ir.Node]] = []
     taken: set[ir.Node] = set()
@@ -237,11 +240,21 @@ def _anchors(
             or len(old_node.outputs) != len(node.outputs)
         ):
             continue
-        if _same_attributes(node, old_node) and _same_inputs(node, old_node, value_anchors):
+        if same_attributes(node, old_node) and _same_inputs(
+            node, old_node, value_anchors, duplicates
+        ):
             node_anchors[node] = old_node
             taken.add(old_node)
         else:
             rewritten.append((node, old_node))
+    anchor_by_structure(
+        (original.graph, old_nodes),
+        (optimized.graph, new_nodes),
+        duplicates,
+        node_anchors,
+        value_anchors,
+        taken,
+    )
     # A rewritten node still reads, slot by slot, what stands in for the old node's inputs:
     # a tensor the tool made fresh in that slot takes the old input's place. When the node
     # is otherwise unchanged (op, attributes, arity) and reads a tensor that took the name
@@ -251,7 +264,7 @@ def _anchors(
     for node, old_node in rewritten:
         if len(node.inputs) != len(old_node.inputs):
             continue
-        unchanged_op = _same_attributes(node, old_node)
+        unchanged_op = same_attributes(node, old_node)
         for new_input, old_input in zip(node.inputs, old_node.inputs, strict=True):
             if new_input is None or old_input is None:
                 continue
@@ -261,34 +274,28 @@ def _anchors(
                 and named is not old_input
                 and named.producer() is not None
                 and named.producer() not in taken
-                and _same_type(old_input, new_input)
+                and same_type(old_input, new_input)
             ):
                 value_anchors[new_input] = old_input
-        if unchanged_op and old_node not in taken and _same_inputs(node, old_node, value_anchors):
+        if (
+            unchanged_op
+            and old_node not in taken
+            and _same_inputs(node, old_node, value_anchors, duplicates)
+        ):
             node_anchors[node] = old_node
             taken.add(old_node)
-    return node_anchors, value_anchors
-
-
-def _same_type(old: ir.Value, new: ir.Value) -> bool:
-    """False when the two values' known dtypes or known ranks and dimensions differ: a
-    tool reused a name for another tensor (e.g. after moving a reshape upstream)."""
-    if old.dtype is not None and new.dtype is not None and old.dtype != new.dtype:
-        return False
-    if old.shape is None or new.shape is None:
-        return True
-    if len(old.shape) != len(new.shape):
-        return False
-    return all(
-        not isinstance(a, int) or not isinstance(b, int) or a == b
-        for a, b in zip(old.shape, new.shape, strict=True)
-    )
+    return node_anchors, value_anchors, merged_duplicates(node_anchors, duplicates, taken)
 
 
 _PASS_THROUGH = frozenset({"Identity", "Dropout"})
 
 
-def _same_inputs(node: ir.Node, old_node: ir.Node, value_anchors: dict[ir.Value, ir.Value]) -> bool:
+def _same_inputs(
+    node: ir.Node,
+    old_node: ir.Node,
+    value_anchors: dict[ir.Value, ir.Value],
+    duplicates: dict[ir.Value, ir.Value],
+) -> bool:
     """True when the node reads what the old node read.
 
     An input may be renamed, or may now skip pass-through ops (Identity, Dropout) the tool
@@ -302,7 +309,10 @@ def _same_inputs(node: ir.Node, old_node: ir.Node, value_anchors: dict[ir.Value,
             return False
         if new is None or old is None or new not in value_anchors:
             continue
-        if not _skips_no_ops(old, value_anchors[new]):
+        anchor = value_anchors[new]
+        if duplicates.get(anchor, anchor) is duplicates.get(old, old):
+            continue  # the tool merged the duplicate the node read into its twin
+        if not _skips_no_ops(old, anchor):
             return False
     return True
 
@@ -335,14 +345,6 @@ def _skips_no_ops(old: ir.Value, wanted: ir.Value) -> bool:
     return current is wanted
 
 
-def _same_attributes(node: ir.Node, old_node: ir.Node) -> bool:
-    if set(node.attributes) != set(old_node.attributes):
-        return False
-    return all(
-        str(node.attributes[name]) == str(old_node.attributes[name]) for name in node.attributes
-    )
-
-
 def _confidence(
     change: Change,
     node: ir.Node,
@@ -359,35 +361,65 @@ def _confidence(
     return "named" if node in change.same or node in produces_known else "inferred"
 
 
+def _judge_correspondence(
+    original: ir.Model, optimized: ir.Model, comparison: RunComparison | None, force: bool
+) -> str:
+    """Which check decides, and what it says (``RecoveryReport.correspondence``).
+
+    When both models ran, their outputs decide; otherwise the structural checks of
+    ``_correspondence_check`` do. A refusal raises CorrespondenceError unless ``force``,
+    which logs a warning saying what it overrode.
+    """
+    if comparison is not None and comparison.ran:
+        if comparison.equal:
+            return f"computed: {comparison.summary()}"
+        decided, problems = "computed", [comparison.summary()]
+    else:
+        why_not = comparison.summary() if comparison is not None else "not run"
+        decided, problems = f"structure ({why_not})", correspondence_problems(original, optimized)
+        if not problems:
+            return f"{decided}: interface, op kinds and size agree"
+    if not force:
+        raise CorrespondenceError(
+            "the optimized model does not correspond to the original: "
+            + "; ".join(problems)
+            + "; pass the model the tool was given, or "
+            + keyword("force", "force=True")
+            + " to recover anyway"
+        )
+    logger.warning(
+        "modelprov: warning: recover forced (force=True / --force) past the %s check: %s",
+        decided.split(" ", 1)[0],
+        "; ".join(problems),
+    )
+    return f"forced past the {decided} check: " + "; ".join(problems)
+
+
 def recover_ir(
     original: ir.Model,
     optimized: ir.Model,
     *,
     policies: Policies | None = None,
     force: bool = False,
+    comparison: RunComparison | None = None,
 ) -> RecoveryReport:
     """Writes provenance onto ``optimized`` (an onnx_ir model, changed in place).
 
-    Raises CorrespondenceError saying what differs when ``optimized`` was evidently not
-    made from ``original`` (interface, op kinds, size; see ``_correspondence_check``),
-    unless ``force``.
+    ``comparison`` is what running both models showed (``_correspondence_run``); without
+    one, or when they could not run, structure decides. Raises CorrespondenceError saying
+    what differs when ``optimized`` does not correspond to ``original``, unless ``force``.
     """
-    problems = correspondence_problems(original, optimized)
-    if problems and not force:
-        raise CorrespondenceError(
-            "the optimized model does not correspond to the original: "
-            + "; ".join(problems)
-            + "; pass the model the tool was given, or force=True (--force) to recover anyway"
-        )
-    _check_same_interface(original, optimized)
+    decided = _judge_correspondence(original, optimized, comparison, force)
+    logger.info("recover: correspondence %s", decided)
     repaired = _repair_ir(optimized)
     provenance = Provenance.read(original)
-    node_anchors, value_anchors = _anchors(original, optimized)
+    node_anchors, value_anchors, merged = _anchors(original, optimized)
     change = correspond(
         Snapshot.of(original.graph),
         optimized.graph,
         node_anchors=node_anchors,
         value_anchors=value_anchors,
+        equal_values=merged,
     )
     produces_known = {
         node
@@ -416,6 +448,7 @@ def recover_ir(
         unattributed=tuple(unattributed),
         lost_sources=tuple(provenance.table.ids(provenance.lost)),
         repaired=tuple(repaired),
+        correspondence=decided,
     )
 
 
@@ -452,25 +485,10 @@ def _copy_metadata(source: ir.Model, target: onnx.ModelProto) -> None:
             entry.key, entry.value = key, value
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class RecoverOptions:
-    """The options of :func:`recover` as frozen fields, the way the passes declare theirs;
-    the command line derives ``modelprov recover``'s flags from them."""
-
-    policies: Policies | None = None
-    force: bool = dataclasses.field(
-        default=False,
-        metadata={
-            "help": "recover even when OPTIMIZED does not look made from ORIGINAL (different "
-            "interface, op kinds or size)"
-        },
-    )
-
-
 @overload
 def recover(
     original: ModelInput,
-    optimized: ir.Model,
+    optimized: ir.Model | ONNXProgram,
     *,
     policies: Policies | None = ...,
     force: bool = ...,
@@ -492,18 +510,25 @@ def recover(
 ) -> onnx.ModelProto | ir.Model:
     """Returns ``optimized`` with every node's provenance restored from ``original``.
 
+    First it checks that ``optimized`` computes what ``original`` computes: when both can
+    run (onnxruntime, weights in memory or beside the files, at most
+    ``_correspondence_run.MAX_WEIGHT_BYTES``), by running both once on the same random
+    inputs; otherwise by structure (interface, op kinds, size).
+
     Args:
         original: the model the tool was given (with provenance, e.g. from
-            modelprov.export); a ModelProto, an onnx_ir.Model or a path.
-        optimized: the model the tool wrote; a ModelProto, an onnx_ir.Model or a path.
-            External weights are never loaded.
+            modelprov.export); a ModelProto, an onnx_ir.Model, a path or a
+            torch.onnx.ONNXProgram.
+        optimized: the model the tool wrote, of the same kinds.
+            External weights are read only by onnxruntime, for the run check.
         policies: merge policies (default modelprov.DEFAULT_POLICIES).
-        force: recover even when the models do not look like they correspond (different
-            interface, op kinds or size: CorrespondenceError says what differs).
+        force: recover even when the models do not correspond (CorrespondenceError says
+            what differs: outputs on random inputs when both models run, else interface, op
+            kinds or size); a warning is logged saying what was overridden.
 
     Returns:
         The optimized model with metadata restored, as an onnx_ir.Model when ``optimized``
-        is one, else as an onnx.ModelProto. Neither input is modified.
+        is one (or an ONNXProgram), else as an onnx.ModelProto. Neither input is modified.
     """
     return recover_with_report(original, optimized, policies=policies, force=force)[0]
 
@@ -532,27 +557,48 @@ def recover_with_working_model(
     *,
     policies: Policies | None = None,
     force: bool = False,
+    paths: tuple[str | None, str | None] = (None, None),
+    run_check: bool = True,
 ) -> tuple[onnx.ModelProto | ir.Model, RecoveryReport, ir.Model]:
     """:func:`recover_with_report`, also returning the recovered model as onnx_ir (the
     result itself, or the proto result's twin holding the same graph and metadata), so
-    a caller writing it need not read the proto back."""
+    a caller writing it need not read the proto back. ``paths`` name the files the two
+    models were read from (their external weights lie beside them), for the run check;
+    ``run_check=False`` (modelprov's own callers, whose pair computes differently on
+    purpose, e.g. a quantized model without its Q/DQ) leaves the decision to structure."""
     before = _load(original, "original")
     after = _load(optimized, "optimized")
+    comparison = (
+        compare_by_running(
+            runnable(before, _path_of(original, paths[0]), "original"),
+            runnable(after, _path_of(optimized, paths[1]), "optimized"),
+        )
+        if run_check
+        else None
+    )
     if isinstance(before, ir.Model):
-        original_ir = before.clone()
+        original_ir = checked_clone(before, "the original model")
         _infer_shapes(original_ir)
     else:
         original_ir = _inferred_ir(_repaired(before, policies)[0], "the original model")
     if isinstance(after, ir.Model):
-        result = after.clone()
-        report = recover_ir(original_ir, result, policies=policies, force=force)
+        result = checked_clone(after, "the optimized model")
+        report = recover_ir(
+            original_ir, result, policies=policies, force=force, comparison=comparison
+        )
         return result, report, result
     proto, repaired = _repaired(after, policies)
     working = read_proto(proto, "the optimized model")
-    report = recover_ir(original_ir, working, policies=policies, force=force)
+    report = recover_ir(original_ir, working, policies=policies, force=force, comparison=comparison)
     _copy_metadata(working, proto)
     report = dataclasses.replace(report, repaired=tuple(_dedupe([*repaired, *report.repaired])))
     return proto, report, working
+
+
+def _path_of(model: ModelInput, path: str | None) -> str | None:
+    if isinstance(model, (str, os.PathLike)):
+        return os.fspath(model)
+    return path
 
 
 def _inferred_ir(proto: onnx.ModelProto, where: str) -> ir.Model:

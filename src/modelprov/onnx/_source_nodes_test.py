@@ -58,13 +58,17 @@ def test_a_user_program_gets_the_same_aliases() -> None:
     assert _ids_by_op(_export(exported)) == _ids_by_op(_export(model))
 
 
-def test_capture_leaves_dynamic_shapes_to_torch_onnx() -> None:
+def test_capture_leaves_dynamic_axes_to_torch_onnx() -> None:
     model = _SameDtypeCast().eval()
     args = (torch.randn(2, 4),)
     exported = torch.export.export(model, args)
     assert capture_program(exported, args, {}) is exported
-    dynamic = {"dynamic_shapes": ({0: torch.export.Dim("batch")},)}
-    assert capture_program(model, args, dynamic) is None
+    assert capture_program(model, args, {"dynamic_axes": {"x": {0: "batch"}}}) is None
+    for batch in (torch.export.Dim("batch"), "batch"):  # a str is torch.onnx's named Dim.DYNAMIC
+        dynamic = capture_program(model, args, {"dynamic_shapes": ({0: batch},)})
+        assert dynamic is not None
+        placeholder = next(n for n in dynamic.graph.nodes if n.name == "x")
+        assert isinstance(placeholder.meta["val"].shape[0], torch.SymInt)
     assert capture_program(model, (torch.randn(3, 5),), {}) is None  # torch.export refuses
     captured = capture_program(model, args, {})
     assert captured is not None

@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 import onnx
 import onnx_ir as ir
 
-from modelprov._proto_check import read_proto
 from modelprov.errors import InvalidModelError
+from modelprov.onnx._convert import ModelInput, as_ir
 
 __all__ = [
     "RegionHasher",
@@ -279,9 +279,7 @@ def _function_digest(
     return _digest("function", digest, *sorted(attribute_names)).hex()
 
 
-HashInput = (
-    ir.Graph | ir.Function | ir.Model | onnx.ModelProto | onnx.GraphProto | onnx.FunctionProto
-)
+HashInput: TypeAlias = "ir.Graph | ir.Function | onnx.GraphProto | onnx.FunctionProto | ModelInput"
 
 
 def structural_hash(graph_or_function: HashInput) -> str:
@@ -291,28 +289,33 @@ def structural_hash(graph_or_function: HashInput) -> str:
     metadata; sensitive to op types, domains, overloads, attributes (attribute names of a
     function too), topology and constant values. A model hashes as its main graph. Takes
     onnx_ir objects or their protos (ModelProto, GraphProto, FunctionProto; a proto and
-    its onnx_ir form hash alike); protos are not modified.
+    its onnx_ir form hash alike), a path or a torch.onnx.ONNXProgram; protos are not
+    modified.
     """
-    if isinstance(graph_or_function, onnx.ModelProto):
-        graph_or_function = read_proto(graph_or_function)
-    elif isinstance(graph_or_function, onnx.GraphProto | onnx.FunctionProto):
+    target: ir.Graph | ir.Function
+    if isinstance(graph_or_function, onnx.GraphProto | onnx.FunctionProto):
         kind = type(graph_or_function).__name__
         try:
-            graph_or_function = ir.from_proto(graph_or_function)
+            target = (
+                ir.serde.deserialize_graph(graph_or_function)
+                if isinstance(graph_or_function, onnx.GraphProto)
+                else ir.serde.deserialize_function(graph_or_function)
+            )
         except Exception as error:
             raise InvalidModelError(
                 f"structural_hash: onnx_ir cannot read this {kind} ({type(error).__name__}: "
                 f"{' '.join(str(error).split())[:200]})"
             ) from None
-    if isinstance(graph_or_function, ir.Model):
-        graph_or_function = graph_or_function.graph
-    if not isinstance(graph_or_function, (ir.Graph, ir.Function)):
-        raise TypeError(
-            "structural_hash takes an onnx_ir Graph, Function or Model, or an onnx "
-            f"ModelProto, GraphProto or FunctionProto; got {type(graph_or_function).__name__}"
-        )
-    digest = _graph_digest(graph_or_function)
-    if isinstance(graph_or_function, ir.Function):
-        names = sorted(graph_or_function.attributes)
+    elif isinstance(graph_or_function, ir.Graph | ir.Function):
+        target = graph_or_function
+    else:
+        target = as_ir(
+            graph_or_function,
+            where="structural_hash (it also takes onnx_ir Graph and Function, onnx GraphProto "
+            "and FunctionProto)",
+        ).graph
+    digest = _graph_digest(target)
+    if isinstance(target, ir.Function):
+        names = sorted(target.attributes)
         digest = _digest("function", digest, *names)
     return digest.hex()

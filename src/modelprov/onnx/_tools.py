@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import os
 import tempfile
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, overload
 
 import onnx
 import onnx_ir as ir
 
 from modelprov._io import load_model_proto
 from modelprov.core.policy import Policies
-from modelprov.errors import CorrespondenceError, MissingDependencyError
+from modelprov.errors import CorrespondenceError, MissingDependencyError, UsageError
+from modelprov.onnx._convert import ModelInput, model_input
 from modelprov.onnx._recover import recover_with_report
+
+if TYPE_CHECKING:
+    from torch.onnx import ONNXProgram
 
 __all__ = ["TOOLS", "optimize_with"]
 
@@ -97,7 +101,7 @@ _RUNNERS = {
 
 @overload
 def optimize_with(
-    tool: str, model: ir.Model, *, policies: Policies | None = ..., **options: Any
+    tool: str, model: ir.Model | ONNXProgram, *, policies: Policies | None = ..., **options: Any
 ) -> ir.Model: ...
 @overload
 def optimize_with(
@@ -109,7 +113,7 @@ def optimize_with(
 ) -> onnx.ModelProto: ...
 def optimize_with(
     tool: str,
-    model: onnx.ModelProto | ir.Model | str | os.PathLike[str],
+    model: ModelInput,
     *,
     policies: Policies | None = None,
     **options: Any,
@@ -120,24 +124,21 @@ def optimize_with(
         tool: ``"onnxruntime"`` (options: ``level="basic"|"extended"|"all"`` and session
             config entries), ``"onnxsim"``, ``"onnxslim"`` or ``"onnxoptimizer"`` (options
             go to the tool's own function).
-        model: the model with provenance (ModelProto, onnx_ir.Model or path).
+        model: the model with provenance (ModelProto, onnx_ir.Model, path or
+            torch.onnx.ONNXProgram).
         policies: merge policies for :func:`modelprov.recover`.
 
     Returns:
-        The tool's model with provenance, as an onnx_ir.Model for an onnx_ir.Model input,
-        else as a ModelProto.
+        The tool's model with provenance, as an onnx_ir.Model for an onnx_ir.Model or
+        ONNXProgram input, else as a ModelProto.
     """
     runner = _RUNNERS.get(tool)
     if runner is None:
-        raise ValueError(f"unknown tool {tool!r}; choose one of {', '.join(TOOLS)}")
-    if isinstance(model, ir.Model):
-        proto = ir.to_proto(model)
-    elif isinstance(model, onnx.ModelProto):
-        proto = model
-    else:
-        proto = load_model_proto(model)
+        raise UsageError(f"unknown tool {tool!r}; choose one of {', '.join(TOOLS)}")
+    found = model_input(model, where="optimize_with", path_as="proto", load_weights=True)
+    proto = ir.to_proto(found) if isinstance(found, ir.Model) else found
     optimized = runner(proto, **options)
     restored, _ = recover_with_report(proto, optimized, policies=policies)
     if isinstance(restored, ir.Model):
         return restored
-    return ir.from_proto(restored) if isinstance(model, ir.Model) else restored
+    return ir.from_proto(restored) if isinstance(found, ir.Model) else restored

@@ -1,7 +1,7 @@
 """See provenance: a self-contained HTML report and Model Explorer node-data overlays."""
 
 from modelprov.report._html import report, write_report
-from modelprov.report._overlay import overlay, write_overlay
+from modelprov.report._overlay import numerics_overlay, overlay, write_overlay
 from modelprov.report._states import CONFIDENCE_KEY, STATE_COLORS, STATES, State, node_state
 
 __all__ = [
@@ -10,6 +10,7 @@ __all__ = [
     "STATE_COLORS",
     "State",
     "node_state",
+    "numerics_overlay",
     "overlay",
     "report",
     "write_overlay",

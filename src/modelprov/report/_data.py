@@ -6,6 +6,8 @@ page's script renders it with ``textContent`` only, so metadata is never read as
 
 from __future__ import annotations
 
+import math
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -60,7 +62,7 @@ def _output_module(node: ir.Node, known: Sequence[Source]) -> str:
         text = value.metadata_props.get(OUTPUT_OF_KEY)
         if text:
             try:
-                ids.update(parse_ids(text, where=f"value {value.name!r}"))
+                ids.update(parse_ids(text, where=f"value {value.name!r}", key=OUTPUT_OF_KEY))
             except MetadataError:
                 continue
     chosen = [source for source in known if source.id in ids] or list(known)
@@ -125,15 +127,57 @@ def _place_orphans(
             )
 
 
+def _numerics_json(numerics: Any, nodes: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """A NumericsReport's rows by report node: per node its worst row (the largest relative
+    error), and per module path its worst error, for colouring nodes and modules by error."""
+    by_name = {entry["name"]: i for i, entry in enumerate(nodes) if entry["name"]}
+    first = numerics.first_divergence
+    worst: dict[int, Any] = {}
+    for row in numerics.rows:
+        i = by_name.get(row.node)
+        if i is None:
+            continue
+        if i not in worst or _rel(row) > _rel(worst[i]):
+            worst[i] = row
+    return {
+        "rtol": numerics.rtol,
+        "atol": numerics.atol,
+        "reference": numerics.reference,
+        "first": by_name.get(first.node) if first is not None else None,
+        "nodes": [
+            [i, _finite(_rel(row)), _finite(row.sqnr_db), row.source.fx_node, row.value,
+             bool(row.diverges), None if row.own_sqnr_db is None else _finite(row.own_sqnr_db)]
+            for i, row in sorted(worst.items())
+        ],
+    }
+
+
+def _rel(row: Any) -> float:
+    return float("inf") if math.isnan(row.max_rel_error) else float(row.max_rel_error)
+
+
+def _finite(number: float) -> float | None:
+    return number if math.isfinite(number) else (None if math.isnan(number) else
+                                                 (1e300 if number > 0 else -1e300))
+
+
 def report_data(
-    model: ir.Model, *, before: ir.Model | None = None, title: str = "", source_code: bool = True
+    model: ir.Model,
+    *,
+    before: ir.Model | None = None,
+    title: str = "",
+    source_code: bool = True,
+    numerics: Any = None,
+    source_roots: Iterable[str | os.PathLike[str]] = (),
 ) -> dict[str, Any]:
     """The JSON document the HTML report renders.
 
-    ``source_code``: read the Python files the stack traces name (bounded, see
-    ``report._code``) to show a few lines around each source line.
+    ``source_code``: read the Python files the stack traces name (bounded, and only under
+    the allowed roots, ``source_roots`` among them; see ``report._code``) to show a few lines
+    around each source line. ``numerics``: a :class:`~modelprov.numerics.NumericsReport` of
+    this model, to colour nodes by error.
     """
-    code = CodeContext() if source_code else None
+    code = CodeContext(source_roots) if source_code else None
     shown_paths: dict[str, str] = {}
     pairs = node_sources(model)
     index = {id(node): i for i, (node, _) in enumerate(pairs)}
@@ -255,7 +299,8 @@ def report_data(
                 if name in lost_names and name not in seen:
                     seen.add(name)
                     lost.append(_source_json(source, code, shown_paths))
-    return {
+    extra = {"numerics": _numerics_json(numerics, nodes)} if numerics is not None else {}
+    return extra | {
         "format": REPORT_FORMAT,
         "version": REPORT_VERSION,
         "title": title or model.graph.name or "model",

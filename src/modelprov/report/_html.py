@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from importlib import resources
+from typing import TYPE_CHECKING
 
 from modelprov._io import atomic_write_bytes
+from modelprov.onnx._convert import ModelInput, as_ir
 from modelprov.report._data import report_data
 from modelprov.report._embed import data_element
-from modelprov.report._inputs import ModelLike, as_ir
+
+if TYPE_CHECKING:
+    from modelprov.numerics import NumericsReport
 
 __all__ = ["report", "write_report"]
 
@@ -61,12 +66,23 @@ def _asset(name: str) -> str:
     return resources.files(__name__.rpartition(".")[0]).joinpath("_assets", name).read_text("utf-8")
 
 
+def _as_text(name: str) -> str:
+    """A title that encodes as UTF-8: a file name's undecodable bytes (``os.fsdecode``'s
+    surrogate escapes) and lone surrogates are shown as backslash escapes."""
+    try:
+        return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:
+        return name.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def report(
-    model: ModelLike,
+    model: ModelInput,
     *,
-    before: ModelLike | None = None,
+    before: ModelInput | None = None,
     title: str = "",
     source_code: bool = True,
+    numerics: NumericsReport | None = None,
+    source_roots: Iterable[str | os.PathLike[str]] = (),
 ) -> str:
     """The HTML provenance report of a model, as text.
 
@@ -74,15 +90,21 @@ def report(
     the graph grouped by module and coloured by state, node details with their source lines,
     a searchable node table. Self-contained: it loads nothing when opened. ``source_code``
     embeds a few lines around each source line from the Python files the traces name
-    (read now, bounded; False to leave them out).
+    (read now, bounded; False to leave them out). A model is untrusted: only files under the
+    working folder, ``source_roots`` and the installed packages' folders are read (real
+    paths, symlinks and ``..`` resolved), never other paths a trace names. ``numerics`` (a
+    :func:`modelprov.compare` report of this model) colours nodes by their error against the
+    reference and lists each node's errors in its details.
     """
     if not title and isinstance(model, str | os.PathLike):
         title = os.path.basename(os.fspath(model))
     document = report_data(
-        as_ir(model),
-        before=None if before is None else as_ir(before),
-        title=title,
+        as_ir(model, where="report"),
+        before=None if before is None else as_ir(before, where="report(before=...)"),
+        title=_as_text(title),
         source_code=source_code,
+        numerics=numerics,
+        source_roots=source_roots,
     )
     return _TEMPLATE.format(
         css=_asset("report.css"), js=_asset("report.js"), data=data_element(document)
@@ -90,14 +112,23 @@ def report(
 
 
 def write_report(
-    model: ModelLike,
+    model: ModelInput,
     path: str | os.PathLike[str],
     *,
-    before: ModelLike | None = None,
+    before: ModelInput | None = None,
     source_code: bool = True,
+    numerics: NumericsReport | None = None,
+    source_roots: Iterable[str | os.PathLike[str]] = (),
 ) -> str:
-    """Writes the HTML report to ``path`` and returns the path."""
+    """Writes the HTML report to ``path`` and returns the path (arguments: see ``report``)."""
     title = os.path.basename(os.fspath(model)) if isinstance(model, str | os.PathLike) else ""
-    text = report(model, before=before, title=title, source_code=source_code)
+    text = report(
+        model,
+        before=before,
+        title=title,
+        source_code=source_code,
+        numerics=numerics,
+        source_roots=source_roots,
+    )
     atomic_write_bytes(path, text.encode("utf-8"))
     return os.fspath(path)

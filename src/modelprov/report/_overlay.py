@@ -22,11 +22,12 @@ from onnx_ir.passes.common import NameFixPass
 from modelprov._io import atomic_write_bytes
 from modelprov.core._correspond import all_nodes
 from modelprov.errors import MetadataError
+from modelprov.onnx._convert import ModelInput, as_ir
+from modelprov.onnx._ir_check import checked_clone
 from modelprov.onnx._lookup import node_sources
-from modelprov.report._inputs import ModelLike, as_ir
 from modelprov.report._states import STATE_COLORS, known_sources, node_state
 
-__all__ = ["explorer_ids", "overlay", "write_overlay"]
+__all__ = ["explorer_ids", "numerics_overlay", "overlay", "write_overlay"]
 
 _MAIN_GRAPH = "<main>"
 """model-explorer-onnx's id for a main graph without a name."""
@@ -60,7 +61,7 @@ def explorer_ids(model: ir.Model) -> list[tuple[str, str] | None]:
     None for nodes Model Explorer does not show (inside nested non-``If`` subgraphs).
     """
     originals = all_nodes(model.graph)
-    clone = model.clone()
+    clone = checked_clone(model)
     NameFixPass()(clone)
     position = {id(node): i for i, node in enumerate(all_nodes(clone.graph))}
     if len(position) != len(originals):
@@ -80,7 +81,7 @@ def _number(text: str) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def overlay(model: ModelLike, *, key: str | None = None, coverage: bool = False) -> dict[str, Any]:
+def overlay(model: ModelInput, *, key: str | None = None, coverage: bool = False) -> dict[str, Any]:
     """Model Explorer node data for every node of an ONNX model (JSON-ready).
 
     With ``coverage`` (the default when no ``key`` is given) each node's value is its
@@ -91,7 +92,7 @@ def overlay(model: ModelLike, *, key: str | None = None, coverage: bool = False)
     """
     if key is not None and coverage:
         raise ValueError("overlay: pass either key=... or coverage=True, not both")
-    model_ir = as_ir(model)
+    model_ir = as_ir(model, where="overlay")
     ids = explorer_ids(model_ir)
     pairs = node_sources(model_ir)
     name = f"modelprov {key}" if key is not None else "modelprov coverage"
@@ -139,8 +140,30 @@ def overlay(model: ModelLike, *, key: str | None = None, coverage: bool = False)
     return graphs
 
 
+def numerics_overlay(model: ModelInput, report: Any) -> dict[str, Any]:
+    """Model Explorer node data of a :class:`~modelprov.numerics.NumericsReport`: each
+    compared node's largest relative error (max |c - r| / max |r|) as its log10 (float noise
+    near -7, a wrong layer near 0), on the blue-to-red gradient of numeric overlays."""
+    model_ir = as_ir(model, where="numerics_overlay")
+    ids = explorer_ids(model_ir)
+    worst: dict[str, float] = {}
+    for row in report.rows:
+        error = row.max_rel_error if math.isfinite(row.max_rel_error) else 1e9
+        worst[row.node] = max(worst.get(row.node, 0.0), error)
+    graphs: dict[str, dict[str, Any]] = {}
+    for node, where in zip(all_nodes(model_ir.graph), ids, strict=True):
+        if where is None or node.name not in worst:
+            continue
+        graph_id, node_id = where
+        graph = graphs.setdefault(
+            graph_id, {"name": "modelprov max rel error", "results": {}, "gradient": _GRADIENT}
+        )
+        graph["results"][node_id] = {"value": round(math.log10(max(worst[node.name], 1e-12)), 3)}
+    return graphs
+
+
 def write_overlay(
-    model: ModelLike,
+    model: ModelInput,
     path: str | os.PathLike[str],
     *,
     key: str | None = None,

@@ -112,6 +112,8 @@ def pack(document: Mapping[str, Any]) -> dict[str, Any]:
     groups = document["groups"]
     packed: dict[str, Any] = {"format": document["format"], "version": REPORT_VERSION}
     packed.update({name: document[name] for name in _PLAIN})
+    if "numerics" in document:
+        packed["numerics"] = document["numerics"]
     packed["layout"] = {
         "node_w": NODE_W,
         "node_h": NODE_H,
@@ -258,4 +260,6 @@ def unpack(packed: Mapping[str, Any]) -> dict[str, Any]:
     document["groups"] = groups
     document["lost"] = _unpack_sources(packed["lost"], text, keys)
     document["code"] = packed["code"]
+    if "numerics" in packed:
+        document["numerics"] = packed["numerics"]
     return document

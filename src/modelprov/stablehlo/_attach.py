@@ -12,11 +12,13 @@ reported, never guessed. With symbolic shapes JAX
 wraps the lowered function in a ``main`` that checks the input shapes and calls it; its ops
 are marked ``in_wrapper``.
 
-Attributes (all discardable ``StringAttr``\\ s, formats in docs/metadata-format.md):
-``modelprov.node``, ``modelprov.source_node`` (only when it differs), ``modelprov.module``,
-``modelprov.module_type``, ``modelprov.target``, ``modelprov.stack``, and the user's keys;
-the same again in ``mhlo.frontend_attributes`` (for XLA, ``_frontend_attributes``), and the
-user keys in the op's location (``_location_keys``).
+Attributes (discardable, formats in docs/metadata-format.md): ``modelprov.node``,
+``modelprov.source_node`` (only when it differs), ``modelprov.module``,
+``modelprov.module_type``, ``modelprov.target``, ``modelprov.stack`` (``StringAttr``\\ s),
+and the user's keys: strings, or ``f64`` / ``i64`` numbers for numeric keys (``_numbers``);
+the same again in ``mhlo.frontend_attributes`` (for XLA, ``_frontend_attributes``; all
+strings there, numbers in their string form), and the user keys, typed as on the op, in the
+op's location (``_location_keys``).
 
 Scoping is ``core._scoping.KeyScoping``'s, shared with the ONNX exporter: a module-scoped key
 (the default) goes on every op of its module and its submodules; a value-scoped key
@@ -47,7 +49,8 @@ from modelprov.core.policy import MergeContext, Policies
 from modelprov.stablehlo._constant_chains import ChainOp, adopted_nodes
 from modelprov.stablehlo._frontend_attributes import add_frontend_attributes
 from modelprov.stablehlo._location_keys import with_keys
-from modelprov.stablehlo._locations import location_name, relocate, with_aliases
+from modelprov.stablehlo._locations import location_name, relocate, walk_names, with_aliases
+from modelprov.stablehlo._numbers import attribute_value
 from modelprov.stablehlo._records import OpRecord, provenance_attributes
 
 __all__ = ["AttachResult", "attach"]
@@ -94,27 +97,17 @@ def _location_nodes(location: Any, root: str, known: Mapping[str, object]) -> tu
     """The FX node names a location names, and the location's name for display."""
     from jaxlib.mlir import ir
 
-    names: list[str] = []
+    def names_node(name: str, child: Any) -> bool:
+        parts = name.split("/")
+        return len(parts) >= 2 and parts[0] == root and parts[1] in known
+
+    names: dict[str, None] = {}
     label = ""
-    pending = [location]
-    while pending:
-        loc = pending.pop(0)
-        typeid = loc.typeid
-        if typeid == ir.NameLoc.static_typeid:
-            name_loc = ir.NameLoc(loc)
-            text = str(name_loc.name_str)
-            label = label or text
-            parts = text.split("/")
-            if len(parts) >= 2 and parts[0] == root and parts[1] in known:
-                if parts[1] not in names:
-                    names.append(parts[1])
-            else:
-                pending.append(name_loc.child_loc)
-        elif typeid == ir.FusedLoc.static_typeid:
-            pending.extend(ir.FusedLoc(loc).locations)
-        elif typeid == ir.CallSiteLoc.static_typeid:
-            pending.append(ir.CallSiteLoc(loc).callee)
-    return names, label or str(location)[:200]
+    for name, _, stopped, _ in walk_names(ir, location, names_node):
+        label = label or name
+        if stopped:
+            names[name.split("/")[1]] = None
+    return list(names), label or str(location)[:200]
 
 
 def _collect(module: Any, root: str, known: Mapping[str, Source]) -> list[_Op]:
@@ -265,6 +258,7 @@ def attach(
     relocate_ops: bool = True,
     aliases_for: Callable[[set[str]], Mapping[str, tuple[Source, ...]]] | None = None,
     output_nodes: Mapping[str, tuple[str, ...]] | None = None,
+    number_kinds: Mapping[str, type[int] | type[float]] | None = None,
 ) -> AttachResult:
     """Label every op of ``module`` (an ``ir.Module``, edited in place) and return its records.
 
@@ -276,6 +270,8 @@ def attach(
     such node, the nodes without ops whose output it produces (added to its locations).
     ``output_nodes`` (module path -> user-program nodes producing its outputs, in order) puts a
     per-output key (``custom.output1.max``) only on the ops producing that output.
+    ``number_kinds`` (user key -> int or float, ``_numbers.number_kinds``) writes those keys
+    as ``i64`` / ``f64`` attributes; the others, and every key without it, are strings.
     """
     from jaxlib.mlir import ir
 
@@ -284,21 +280,28 @@ def attach(
     _adopt_constant_chains(ops, flow, infos)
     scoping = KeyScoping(annotations, policies, output_nodes)
     node_exits: dict[str, set[str]] = {}
-    planned: list[tuple[_Op, dict[str, str]]] = []
+    kinds = number_kinds or {}
+    planned: list[tuple[_Op, dict[str, str | int | float]]] = []
     for op in ops:
         if op.operation.name in _STRUCTURAL:
             continue
-        attributes: dict[str, str] = {}
+        attributes: dict[str, str | int | float] = {}
         values = _op_values(op, flow, infos, scoping, node_exits)
         for key, candidates in values.items():
             merged = _merge(key, candidates, op, policies)
             if merged is not None:
-                attributes[key] = merged
+                attributes[key] = attribute_value(key, merged, kinds)
         planned.append((op, attributes))
 
+    i64 = ir.IntegerType.get_signless(64)
     for op, attributes in planned:
         for key, value in attributes.items():
-            op.operation.attributes[key] = ir.StringAttr.get(value)
+            if isinstance(value, str):
+                op.operation.attributes[key] = ir.StringAttr.get(value)
+            elif isinstance(value, int):
+                op.operation.attributes[key] = ir.IntegerAttr.get(i64, value)
+            else:
+                op.operation.attributes[key] = ir.FloatAttr.get_f64(value)
         add_frontend_attributes(ir, op.operation, attributes)
     with_ops = {name for op in ops for name in op.nodes}
     aliases = dict(aliases_for(with_ops)) if aliases_for is not None else {}
@@ -389,7 +392,7 @@ def _wrapper_functions(ops: Sequence[_Op]) -> set[int | None]:
 def _records(
     module: Any,
     ops: Sequence[_Op],
-    planned: Sequence[tuple[_Op, dict[str, str]]],
+    planned: Sequence[tuple[_Op, dict[str, str | int | float]]],
     wrappers: set[int | None],
 ) -> tuple[OpRecord, ...]:
     from jaxlib.mlir import ir

@@ -122,7 +122,7 @@ def test_attributes_are_copied_into_xla_frontend_attributes_and_keys_into_locati
     from jax._src.interpreters import mlir
     from jaxlib.mlir import ir
 
-    from modelprov.stablehlo._location_keys import carried_keys
+    from modelprov.stablehlo._locations import carried_keys
 
     annotations = {"d.inner": {"custom.min": "0.25", "custom.tag": "x"}}
     with mlir.make_ir_context():
@@ -147,6 +147,44 @@ def test_attributes_are_copied_into_xla_frontend_attributes_and_keys_into_locati
         constant_keys = carried_keys(ir, ops[2].location)
         assert {k: ir.StringAttr(v).value for k, v in constant_keys.items()} == {"custom.tag": "x"}
         assert carried_keys(ir, ops[0].location) == {}
+
+
+def test_typed_numbers_go_typed_into_locations_and_as_strings_into_frontend_attributes() -> None:
+    from jax._src.interpreters import mlir
+    from jaxlib.mlir import ir
+
+    from modelprov.stablehlo._locations import carried_keys, decode
+
+    annotations = {"d.inner": {"custom.min": "-0.125", "custom.bits": "4", "custom.tag": "x"}}
+    kinds = {"custom.min": float, "custom.bits": int}
+    with mlir.make_ir_context():
+        module = ir.Module.parse(_MODULE)
+        attach(
+            module,
+            "jit(forward)",
+            _INFOS,
+            annotations,
+            Policies({"custom.min": from_output}),
+            number_kinds=kinds,
+        )
+        add_2 = list(module.body.operations[0].regions[0].blocks[0].operations)[3]
+        assert ir.FloatAttr(add_2.attributes["custom.min"]).value == -0.125
+        assert ir.IntegerAttr(add_2.attributes["custom.bits"]).value == 4
+        frontend = ir.DictAttr(add_2.attributes["mhlo.frontend_attributes"])
+        strings = {
+            str(frontend[i].name): ir.StringAttr(frontend[i].attr).value
+            for i in range(len(frontend))
+        }
+        assert {k: v for k, v in strings.items() if k.startswith("custom.")} == {
+            "custom.min": "-0.125",
+            "custom.bits": "4",
+            "custom.tag": "x",
+        }
+        keys = carried_keys(ir, add_2.location)  # the op's own typed attributes
+        assert keys["custom.min"] == add_2.attributes["custom.min"]
+        assert keys["custom.bits"] == add_2.attributes["custom.bits"]
+        (source,) = decode(ir, add_2.location)
+        assert dict(source.metadata) == {k: strings[k] for k in keys}
 
 
 def test_fused_location_merges_with_the_policies() -> None:

@@ -12,6 +12,7 @@ import torch
 from modelprov.annotation import annotations as stored_annotations
 from modelprov.annotation import module_paths, normalize_annotations
 from modelprov.annotation._module_outputs import module_output_nodes, per_output_modules
+from modelprov.annotation._values import annotation_value
 from modelprov.core._stack_trace import TraceOptions
 from modelprov.core.policy import DEFAULT_POLICIES, Policies
 from modelprov.errors import StableHLOError
@@ -20,6 +21,7 @@ from modelprov.stablehlo._attach import attach
 from modelprov.stablehlo._fx_nodes import fx_node_infos
 from modelprov.stablehlo._jax_compat import ir_context, module_to_bytecode
 from modelprov.stablehlo._lower import ROOT_SCOPE, lower
+from modelprov.stablehlo._numbers import NUMBER_ATTRIBUTES, NumberAttributes, number_kinds
 from modelprov.stablehlo._program import StableHLOProgram
 from modelprov.stablehlo._torchax_compat import import_torchax
 
@@ -39,6 +41,7 @@ def export_stablehlo(
     policies: Policies | None = None,
     dynamic_shapes: Any = None,
     trace_options: TraceOptions | None = None,
+    number_attributes: NumberAttributes = "typed",
 ) -> StableHLOProgram:
     """Export ``model`` to StableHLO; every op names its FX node, module and user metadata.
 
@@ -48,7 +51,8 @@ def export_stablehlo(
     keys are value-scoped (only on the ops producing the module's outputs) and how values
     merge. ``dynamic_shapes`` is passed to ``torch.export.export``. ``trace_options``
     rewrites or strips the file paths of stack traces (``modelprov.stack``, ``.sources``,
-    op locations).
+    op locations). ``number_attributes``: ``"typed"`` writes numeric user keys
+    (``custom.min``...) as ``f64`` / ``i64`` attributes, ``"string"`` as strings (seed 003).
 
     ``model`` may also be a ``torch.export.ExportedProgram`` (then ``args`` and ``kwargs`` are
     not used, ``dynamic_shapes`` must be None, and annotation paths are checked against the
@@ -59,6 +63,11 @@ def export_stablehlo(
     """
     import_torchax()  # fail before the slow torch.export when the extra is missing
     chosen = DEFAULT_POLICIES if policies is None else policies
+    if number_attributes not in NUMBER_ATTRIBUTES:
+        raise ValueError(
+            f"number_attributes={number_attributes!r}: give 'typed' (f64/i64 attributes for "
+            "numeric keys) or 'string'"
+        )
     if isinstance(model, torch.export.ExportedProgram):
         if dynamic_shapes is not None:
             raise ValueError(
@@ -66,7 +75,13 @@ def export_stablehlo(
                 "has its shapes (pass dynamic_shapes to torch.export.export instead)"
             )
         explicit = normalize_annotations(annotations or {}, program_module_paths(model))
-        return program_from_exported_program(model, explicit, chosen, trace_options=trace_options)
+        return program_from_exported_program(
+            model,
+            explicit,
+            chosen,
+            trace_options=trace_options,
+            number_kinds=_number_kinds(None, annotations, number_attributes),
+        )
     if not isinstance(model, torch.nn.Module):
         raise TypeError(
             "export_stablehlo needs a torch.nn.Module or a torch.export.ExportedProgram, "
@@ -84,8 +99,28 @@ def export_stablehlo(
         else {}
     )
     return program_from_exported_program(
-        exported_program, merged, chosen, trace_options=trace_options, output_nodes=output_nodes
+        exported_program,
+        merged,
+        chosen,
+        trace_options=trace_options,
+        output_nodes=output_nodes,
+        number_kinds=_number_kinds(model, annotations, number_attributes),
     )
+
+
+def _number_kinds(
+    model: torch.nn.Module | None,
+    given: Mapping[str, Mapping[str, AnnotationValue]] | None,
+    number_attributes: NumberAttributes,
+) -> dict[str, type[int] | type[float]]:
+    """The user keys written as numbers: those whose every value is one (none for "string")."""
+    if number_attributes == "string":
+        return {}
+    typed = {
+        path: {key: annotation_value(value, key) for key, value in values.items()}
+        for path, values in (given or {}).items()
+    }
+    return number_kinds([stored_annotations(model) if model is not None else {}, typed])
 
 
 def program_from_exported_program(
@@ -95,10 +130,12 @@ def program_from_exported_program(
     *,
     trace_options: TraceOptions | None = None,
     output_nodes: Mapping[str, tuple[str, ...]] | None = None,
+    number_kinds: Mapping[str, type[int] | type[float]] | None = None,
 ) -> StableHLOProgram:
     """Lower ``exported_program`` and label its ops (``annotations`` already normalized).
 
-    ``output_nodes``: module path -> nodes producing its outputs, for per-output keys.
+    ``output_nodes``: module path -> nodes producing its outputs, for per-output keys;
+    ``number_kinds``: user keys written as ``i64`` / ``f64`` attributes (``_numbers``).
     """
     lowered = lower(exported_program)
     infos = fx_node_infos(
@@ -121,6 +158,7 @@ def program_from_exported_program(
                 trace_options,
             ),
             output_nodes=output_nodes,
+            number_kinds=number_kinds,
         )
         if not module.operation.verify():
             raise StableHLOError("the StableHLO module does not verify after adding attributes")
@@ -168,7 +206,7 @@ def _merged_annotations(
 ) -> dict[str, dict[str, str]]:
     known = set(module_paths(model))
     explicit = normalize_annotations(given or {}, known)
-    merged = {path: dict(values) for path, values in stored_annotations(model).items()}
+    merged = normalize_annotations(stored_annotations(model), known)
     for path, values in explicit.items():
         merged.setdefault(path, {}).update(values)
     return merged

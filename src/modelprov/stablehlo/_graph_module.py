@@ -19,6 +19,7 @@ import torch
 from modelprov.core._stack_trace import TraceOptions
 from modelprov.core.policy import Policies
 from modelprov.stablehlo._export import export_stablehlo
+from modelprov.stablehlo._numbers import NumberAttributes
 from modelprov.stablehlo._program import StableHLOProgram
 
 __all__ = ["StableHLOExportOptions", "StableHLOGraphModule", "exported_program_to_stablehlo"]
@@ -37,12 +38,15 @@ class StableHLOExportOptions:
             ``DEFAULT_POLICIES``).
         trace_options: path rewriting for stack frames, attributes and locations.
         include_human_readable_text: ``save`` also writes the MLIR text (torch_xla's name).
+        number_attributes: ``"typed"`` (numeric user keys as ``f64`` / ``i64`` attributes)
+            or ``"string"`` (every user key a string, seed 003's form).
     """
 
     annotations: Mapping[str, Mapping[str, str | int | float | bool]] | None = None
     policies: Policies | None = None
     trace_options: TraceOptions | None = None
     include_human_readable_text: bool = True
+    number_attributes: NumberAttributes = "typed"
 
 
 class StableHLOGraphModule:
@@ -120,5 +124,6 @@ def exported_program_to_stablehlo(
         annotations=chosen.annotations,
         policies=chosen.policies,
         trace_options=chosen.trace_options,
+        number_attributes=chosen.number_attributes,
     )
     return StableHLOGraphModule(program, chosen)

@@ -5,20 +5,26 @@
 - ``jax._src.export._export._module_to_bytecode``: JAX's own serializer of a StableHLO
   module into the portable artifact ``jax.export`` stores (versioned StableHLO bytecode),
   so the attributes modelprov adds survive in a file any JAX can deserialize.
+- ``jax.export.Exported._out_named_shardings``: one entry per result, which
+  ``Exported.call`` indexes for every result; :func:`exported_with_results` gives a module
+  that returns more results (``modelprov.compare`` exposing intermediate values) one
+  unsharded entry per added result. ``dataclasses.replace`` on the public fields alone
+  leaves it one entry per original result and ``call`` fails.
 
-Neither has a public equivalent in jax 0.10.2. When one is missing,
+None has a public equivalent in jax 0.10.2. When one is missing,
 :class:`~modelprov.errors.MissingDependencyError` names the jax version found and the one
 modelprov was tested with (:data:`TESTED_JAX`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from typing import Any
 
 from modelprov.errors import MissingDependencyError
 
-__all__ = ["TESTED_JAX", "ir_context", "module_to_bytecode"]
+__all__ = ["TESTED_JAX", "exported_with_results", "ir_context", "module_to_bytecode"]
 
 TESTED_JAX = "0.10.2"
 """The jax version whose private helpers this module uses (the ``stablehlo`` extra's pin)."""
@@ -45,3 +51,27 @@ def module_to_bytecode(module: Any) -> bytes:
     """The portable StableHLO bytecode of ``module``, as ``jax.export`` serializes it."""
     serialized: bytes = _private("jax._src.export._export", "_module_to_bytecode")(module)
     return serialized
+
+
+def exported_with_results(exported: Any, serialized: bytes, added_avals: tuple[Any, ...]) -> Any:
+    """``exported`` whose module is ``serialized``: the same function returning, after its
+    own results, one more result per ``jax.core.ShapedArray`` of ``added_avals`` (unsharded),
+    as a flat tuple. The inputs, platforms and effects are ``exported``'s."""
+    import jax
+
+    fields = {field.name for field in dataclasses.fields(exported)}
+    if "_out_named_shardings" not in fields:
+        raise MissingDependencyError(
+            f"jax {jax.__version__}: jax.export.Exported has no _out_named_shardings field; "
+            f'modelprov was tested with jax {TESTED_JAX}: pip install "modelprov[stablehlo]"'
+        )
+    unsharded = (None,) * len(added_avals)
+    results = len(exported.out_avals) + len(added_avals)
+    return dataclasses.replace(
+        exported,
+        mlir_module_serialized=serialized,
+        out_avals=(*exported.out_avals, *added_avals),
+        out_tree=jax.tree_util.tree_structure(tuple(range(results))),
+        out_shardings_hlo=(*exported.out_shardings_hlo, *unsharded),
+        _out_named_shardings=(*exported._out_named_shardings, *unsharded),
+    )

@@ -43,3 +43,38 @@ def test_a_missing_internal_names_the_versions(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.delattr(internals, "_module_to_bytecode")
     with pytest.raises(MissingDependencyError, match=r"jax .* lacks .*_module_to_bytecode"):
         module_to_bytecode(object())
+
+
+def test_exported_with_results_returns_the_added_results_after_its_own() -> None:
+    import jax.export
+    import jax.numpy as jnp
+    from jaxlib.mlir import ir
+
+    from modelprov.stablehlo._jax_compat import exported_with_results
+
+    def f(x: jax.Array) -> jax.Array:
+        return jnp.cos(jnp.sin(x))
+
+    x = np.linspace(0.0, 1.0, 6, dtype=np.float32)
+    exported = jax.export.export(jax.jit(f))(x)
+    with ir_context():
+        module = exported.mlir_module(serialized=False)
+        main = next(op.operation for op in module.body.operations)
+        block = main.regions[0].blocks[0]
+        sine = next(op for op in block.operations if op.operation.name == "stablehlo.sine")
+        returned = list(block.operations)[-1]
+        with ir.InsertionPoint(returned), returned.location:
+            ir.Operation.create("func.return", operands=[*returned.operands, sine.result])
+        returned.erase()
+        kind = ir.FunctionType(ir.TypeAttr(main.attributes["function_type"]).value)
+        main.attributes["function_type"] = ir.TypeAttr.get(
+            ir.FunctionType.get(list(kind.inputs), [*kind.results, sine.result.type])
+        )
+        if "res_attrs" in main.attributes:
+            kept = list(ir.ArrayAttr(main.attributes["res_attrs"]))
+            main.attributes["res_attrs"] = ir.ArrayAttr.get([*kept, ir.DictAttr.get({})])
+        serialized = module_to_bytecode(module)
+    widened = exported_with_results(exported, serialized, (jax.core.ShapedArray((6,), np.float32),))
+    own, sine_value = widened.call(x)
+    np.testing.assert_array_equal(np.asarray(own), np.asarray(exported.call(x)))
+    np.testing.assert_allclose(np.asarray(sine_value), np.sin(x), rtol=1e-6)

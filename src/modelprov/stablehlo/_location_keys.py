@@ -12,6 +12,7 @@ past IREE's global-optimization and flow stages, which drop discardable attribut
 format is versioned by ``modelprov.keys_format`` (docs/metadata-format.md, "Keys in op
 locations"); :func:`location_keys` reads format 1 and ignores the metadata of any other
 fused location. Values are never evaluated: strings stay strings, numbers are printed.
+The readers find the carriers with ``_locations.walk_names``, the one location walker.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from modelprov.core.keys import STABLEHLO_LOCATION_KEYS, STABLEHLO_LOCATION_KEYS
 __all__ = [
     "LOCATION_KEYS_FORMAT",
     "attribute_text",
-    "carried_keys",
     "location_keys",
     "with_keys",
 ]
@@ -69,26 +69,6 @@ def location_keys(ir: Any, fused: Any) -> dict[str, Any] | None:
         return None
     found = ir.DictAttr(keys)
     return {str(found[i].name): found[i].attr for i in range(len(found))}
-
-
-def carried_keys(ir: Any, location: Any) -> dict[str, Any]:
-    """Every key any part of ``location`` carries (name -> ``ir.Attribute``), the first
-    found winning (parts in order, outer before inner)."""
-    found: dict[str, Any] = {}
-    pending = [location]
-    while pending:
-        loc = pending.pop(0)
-        typeid = loc.typeid
-        if typeid == ir.FusedLoc.static_typeid:
-            fused = ir.FusedLoc(loc)
-            for key, value in (location_keys(ir, fused) or {}).items():
-                found.setdefault(key, value)
-            pending.extend(fused.locations)
-        elif typeid == ir.NameLoc.static_typeid:
-            pending.append(ir.NameLoc(loc).child_loc)
-        elif typeid == ir.CallSiteLoc.static_typeid:
-            pending.append(ir.CallSiteLoc(loc).callee)
-    return found
 
 
 def attribute_text(ir: Any, attribute: Any) -> str | None:

@@ -77,7 +77,8 @@ def test_save_is_atomic_and_round_trips_region_attributes(
 
 def test_queries(program: StableHLOProgram) -> None:
     fc_ops = program.ops_for("fc")
-    assert fc_ops and all(op.module == "fc" and op.attributes["k"] == "1" for op in fc_ops)
+    assert fc_ops and all(op.module == "fc" and op.attributes["k"] == 1 for op in fc_ops)
+    assert all(type(op.attributes["k"]) is int for op in fc_ops)  # an int annotation: i64
     assert [op.index for op in program.ops_for("")] == [op.index for op in program.ops if op.nodes]
     assert program.ops_for("nothing") == ()
     sources = program.sources(fc_ops[-1])

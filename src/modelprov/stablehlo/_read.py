@@ -7,13 +7,13 @@ user keys) are read where they survived; locations (``_locations``) are read alw
 of a stage that dropped the attributes still name their module path, source node and user
 frames. Parsing uses JAX's MLIR bindings (StableHLO and the builtin dialects registered,
 unknown dialects allowed), and IREE's bindings (``iree.compiler.ir``) for text JAX's cannot
-parse, when iree-base-compiler is installed.
+parse, when iree-base-compiler is installed. The input is untrusted: it reaches the parser
+only as text that passed ``_mlir_limits`` (bytecode is made text by ``_bytecode_text``).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
 import types
 from collections.abc import Mapping
 from typing import Any
@@ -27,11 +27,13 @@ from modelprov.core.keys import STABLEHLO_SOURCE_NODE_KEY as SOURCE_NODE_KEY
 from modelprov.core.keys import STABLEHLO_STACK_KEY as STACK_KEY
 from modelprov.core.keys import STABLEHLO_TARGET_KEY as TARGET_KEY
 from modelprov.errors import StableHLOError
-from modelprov.stablehlo._locations import decode, located_source
+from modelprov.stablehlo._bytecode_text import mlir_text
+from modelprov.stablehlo._locations import decoder, located_source
+from modelprov.stablehlo._mlir_input import MlirInput, load_mlir
 
-__all__ = ["MlirOp", "read_mlir_sources", "sources_from"]
+__all__ = ["AttributeValue", "MlirOp", "attribute_text", "read_mlir_sources", "sources_from"]
 
-_BYTECODE_MAGIC = b"ML\xefR"
+AttributeValue = str | bool | int | float
 _CONTAINERS = frozenset({"builtin.module", "func.func", "func.return"})
 
 
@@ -42,8 +44,10 @@ class MlirOp:
     Attributes:
         index: position in a pre-order walk (modules, functions and returns not counted).
         op_name: the MLIR operation name (``stablehlo.add``, ``flow.dispatch``...).
-        attributes: the op's string attributes whose name has a dot (``modelprov.*``,
-            ``custom.*``), as found.
+        attributes: the op's attributes whose name has a dot (``modelprov.*``,
+            ``custom.*``) and whose value is a string, a float (``f64``/``f32``...), an integer
+            or a bool, as Python ``str`` / ``float`` / ``int`` / ``bool``; other kinds are left
+            out.
         sources: the sources its location and attributes name (empty: none known).
         has_location: True when the location names at least one source.
         location_known: False when the op's location is ``loc(unknown)``.
@@ -51,33 +55,37 @@ class MlirOp:
 
     index: int
     op_name: str
-    attributes: Mapping[str, str]
+    attributes: Mapping[str, AttributeValue]
     sources: tuple[Source, ...]
     has_location: bool
     location_known: bool
 
 
-def sources_from(located: list[Source], attributes: Mapping[str, str]) -> tuple[Source, ...]:
+def sources_from(
+    located: list[Source], attributes: Mapping[str, AttributeValue]
+) -> tuple[Source, ...]:
     """Sources from decoded locations, completed by the ``modelprov.*`` attributes.
 
     Without a provenance location, the attributes alone give one source (when they name a
     node). A source's user keys are those its location carries (``_location_keys``), the
     op's own user-key attributes winning. Each source's ``id`` is the node of the user's
     torch.export program (the id ONNX exports of the same program write under
-    ``pkg.modelprov.source_node``).
+    ``pkg.modelprov.source_node``). User keys go into ``Source.metadata`` in their string
+    form, as in ONNX (``2.5`` as ``"2.5"``).
     """
-    user = {k: v for k, v in attributes.items() if not k.startswith("modelprov.")}
-    node = attributes.get(NODE_KEY, "")
-    target = attributes.get(TARGET_KEY, "")
-    module_type = attributes.get(MODULE_TYPE_KEY, "")
+    text = {key: attribute_text(value) for key, value in attributes.items()}
+    user = {k: v for k, v in text.items() if not k.startswith("modelprov.")}
+    node = text.get(NODE_KEY, "")
+    target = text.get(TARGET_KEY, "")
+    module_type = text.get(MODULE_TYPE_KEY, "")
     if not located:
         if not node:
             return ()
-        shared = attributes.get(SOURCE_NODE_KEY, node)
-        file, line = _split_stack(attributes.get(STACK_KEY, ""))
+        shared = text.get(SOURCE_NODE_KEY, node)
+        file, line = _split_stack(text.get(STACK_KEY, ""))
         frames = (Frame(file, line, "", ""),) if file is not None and line is not None else ()
         located = [
-            located_source(attributes.get(MODULE_KEY, ""), shared_id, frames)
+            located_source(text.get(MODULE_KEY, ""), shared_id, frames)
             for shared_id in shared_id_list(shared)
         ]
     single = len(located) == 1
@@ -92,6 +100,15 @@ def sources_from(located: list[Source], attributes: Mapping[str, str]) -> tuple[
         )
         for entry in located
     )
+
+
+def attribute_text(value: AttributeValue) -> str:
+    """An attribute's string form: strings as they are, numbers as annotation values print."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return repr(value)
 
 
 def _split_stack(value: str) -> tuple[str | None, int | None]:
@@ -109,33 +126,27 @@ def _trace(frames: tuple[Frame, ...]) -> str:
     )
 
 
-def read_mlir_sources(mlir: str | bytes | os.PathLike[str]) -> tuple[MlirOp, ...]:
-    """Every op of an MLIR module (text, bytecode, or a path to either) with its sources.
+def read_mlir_sources(mlir: MlirInput) -> tuple[MlirOp, ...]:
+    """Every op of an MLIR module with its sources: MLIR text, bytecode, the ``.jaxexport``
+    artifact ``StableHLOProgram.save`` writes (bytes), or a path (``str`` or ``Path``) to
+    any of them.
 
-    Raises StableHLOError when no available MLIR binding can parse it.
+    Raises StableHLOError for another kind of input, naming it, when no available MLIR
+    binding can parse it, or when it breaks the limits untrusted MLIR is read within
+    (``_mlir_limits``, ``_bytecode_text``).
     """
-    data = _load(mlir)
+    data, where = load_mlir(mlir, caller="read_mlir_sources")
+    data = mlir_text(data, where)
     errors: list[str] = []
     for binding in _bindings():
         try:
             return _read_with(binding, data)
         except _ParseError as exc:
             errors.append(str(exc))
-    where = os.fspath(mlir) if isinstance(mlir, os.PathLike) else "the given MLIR"
     raise StableHLOError(
         f"cannot parse {where}: {'; '.join(errors) or 'no MLIR bindings installed'}; pass "
         "MLIR text or bytecode (install iree-base-compiler to read IREE's dialects)"
     )
-
-
-def _load(mlir: str | bytes | os.PathLike[str]) -> str | bytes:
-    if isinstance(mlir, os.PathLike):
-        with open(mlir, "rb") as handle:
-            raw = handle.read()
-        return raw if raw.startswith(_BYTECODE_MAGIC) else raw.decode("utf-8")
-    if isinstance(mlir, bytes) and not mlir.startswith(_BYTECODE_MAGIC):
-        return mlir.decode("utf-8")
-    return mlir
 
 
 class _ParseError(Exception):
@@ -147,7 +158,6 @@ def _bindings() -> list[tuple[Any, Any, Any]]:
     found: list[tuple[Any, Any, Any]] = []
     try:
         from jaxlib.mlir import ir as jax_ir
-        from jaxlib.mlir.dialects import stablehlo
 
         from modelprov.stablehlo._jax_compat import ir_context
 
@@ -156,13 +166,8 @@ def _bindings() -> list[tuple[Any, Any, Any]]:
             context.allow_unregistered_dialects = True
             return context
 
-        def jax_parse(data: str | bytes, context: Any) -> Any:
-            if isinstance(data, bytes):
-                # JAX serializes portable artifacts (VHLO); read them back as StableHLO.
-                try:
-                    return stablehlo.deserialize_portable_artifact(context, data)
-                except Exception:  # plain MLIR bytecode, not a portable artifact
-                    pass
+        def jax_parse(data: str, context: Any) -> Any:
+            del context
             return jax_ir.Module.parse(data)
 
         found.append((jax_ir, jax_context, jax_parse))
@@ -171,7 +176,7 @@ def _bindings() -> list[tuple[Any, Any, Any]]:
     try:
         from iree.compiler import ir as iree_ir
 
-        def iree_parse(data: str | bytes, context: Any) -> Any:
+        def iree_parse(data: str, context: Any) -> Any:
             del context
             return iree_ir.Module.parse(data)
 
@@ -181,7 +186,7 @@ def _bindings() -> list[tuple[Any, Any, Any]]:
     return found
 
 
-def _read_with(binding: tuple[Any, Any, Any], data: str | bytes) -> tuple[MlirOp, ...]:
+def _read_with(binding: tuple[Any, Any, Any], data: str) -> tuple[MlirOp, ...]:
     ir, make_context, parse = binding
     context = make_context()
     with context:
@@ -198,11 +203,12 @@ def _read_with(binding: tuple[Any, Any, Any], data: str | bytes) -> tuple[MlirOp
 
         module.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
         result: list[MlirOp] = []
+        decode = decoder(ir)
         for op in operations:
             if op.name in _CONTAINERS:
                 continue
-            attributes = _string_attributes(ir, op)
-            located = decode(ir, op.location)
+            attributes = _dotted_attributes(ir, op)
+            located = decode(op.location)
             result.append(
                 MlirOp(
                     index=len(result),
@@ -216,15 +222,30 @@ def _read_with(binding: tuple[Any, Any, Any], data: str | bytes) -> tuple[MlirOp
     return tuple(result)
 
 
-def _string_attributes(ir: Any, op: Any) -> dict[str, str]:
-    found: dict[str, str] = {}
+def _dotted_attributes(ir: Any, op: Any) -> dict[str, AttributeValue]:
+    found: dict[str, AttributeValue] = {}
     attributes = op.attributes
     for position in range(len(attributes)):
         named = attributes[position]
         name = str(named.name)
         if "." not in name:
             continue
-        attribute = named.attr
-        if attribute.typeid == ir.StringAttr.static_typeid:
-            found[name] = str(ir.StringAttr(attribute).value)
+        value = _attribute_value(ir, named.attr)
+        if value is not None:
+            found[name] = value
     return found
+
+
+def _attribute_value(ir: Any, attribute: Any) -> AttributeValue | None:
+    """A string, float, integer or bool attribute as its Python value (else None)."""
+    kind = attribute.typeid
+    if kind == ir.StringAttr.static_typeid:
+        return str(ir.StringAttr(attribute).value)
+    if kind == ir.FloatAttr.static_typeid:
+        return float(ir.FloatAttr(attribute).value)
+    if kind == ir.IntegerAttr.static_typeid:  # BoolAttr too: an i1 IntegerAttr
+        integer_type = attribute.type.typeid == ir.IntegerType.static_typeid
+        if integer_type and ir.IntegerType(attribute.type).width == 1:
+            return bool(ir.BoolAttr(attribute).value)
+        return int(ir.IntegerAttr(attribute).value)
+    return None

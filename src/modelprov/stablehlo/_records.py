@@ -40,7 +40,8 @@ class OpRecord:
         op_name: the MLIR operation name, e.g. ``stablehlo.add``.
         nodes: the FX nodes its location names, in graph order; empty for an op JAX made
             outside any node (a hoisted constant with ``loc(unknown)``, shape checks).
-        attributes: every attribute modelprov set on the op (``modelprov.*`` and user keys).
+        attributes: every attribute modelprov set on the op (``modelprov.*`` and user keys),
+            as written: ``str``, or ``float`` / ``int`` for numeric user keys.
         text: the op's first printed line, with attributes and without location.
         location: the op's provenance location name (``<module path>/<source node>``,
             e.g. ``0/linear``; several joined by ``;``), or its printed location when it
@@ -58,7 +59,7 @@ class OpRecord:
     index: int
     op_name: str
     nodes: tuple[str, ...]
-    attributes: Mapping[str, str]
+    attributes: Mapping[str, str | int | float]
     text: str
     location: str
     parent: int | None
@@ -67,7 +68,7 @@ class OpRecord:
     @property
     def module(self) -> str:
         """The op's ``modelprov.module`` attribute ('' for the root module or unattributed)."""
-        return self.attributes.get(MODULE_KEY, "")
+        return str(self.attributes.get(MODULE_KEY, ""))
 
     @property
     def in_region(self) -> bool:

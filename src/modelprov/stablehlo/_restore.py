@@ -19,7 +19,6 @@ them in printed text are one-op reduce bodies, whose custom form prints no attri
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from modelprov.core._sources import Source
@@ -31,8 +30,9 @@ from modelprov.core.keys import STABLEHLO_STACK_KEY as STACK_KEY
 from modelprov.core.keys import STABLEHLO_TARGET_KEY as TARGET_KEY
 from modelprov.errors import StableHLOError
 from modelprov.onnx._source_nodes import format_source_nodes
-from modelprov.stablehlo._location_keys import carried_keys
-from modelprov.stablehlo._locations import decode
+from modelprov.stablehlo._bytecode_text import mlir_text
+from modelprov.stablehlo._locations import decoder, keys_reader
+from modelprov.stablehlo._mlir_input import MlirInput, load_mlir
 
 __all__ = ["restore_attributes"]
 
@@ -40,29 +40,31 @@ _CONTAINERS = frozenset({"builtin.module", "func.func", "func.return"})
 _COPIED = (NODE_KEY, SOURCE_NODE_KEY, MODULE_KEY, MODULE_TYPE_KEY, TARGET_KEY, STACK_KEY)
 
 
-def restore_attributes(mlir: str | bytes | os.PathLike[str], *, generic: bool = False) -> str:
+def restore_attributes(mlir: MlirInput, *, generic: bool = False) -> str:
     """MLIR text (with locations) where every op whose location names sources has them
     as ``modelprov.*`` attributes too; ops that kept their attributes are left as they are.
 
-    ``mlir`` is text, bytecode or a path to either (e.g. ``stablehlo-opt`` output of
-    ``StableHLOProgram.text_with_locations``). Raises StableHLOError when JAX's MLIR bindings
-    cannot parse it. The input is not modified. ``generic=True`` prints MLIR's generic op
-    form, which shows the attributes of every op: the custom form of a reduce whose body is
-    one op (``applies stablehlo.add``) prints none of the body op's attributes.
+    ``mlir`` is text, bytecode, the ``.jaxexport`` artifact ``StableHLOProgram.save``
+    writes, or a path (``str`` or ``Path``) to any of them (e.g. ``stablehlo-opt`` output of
+    ``StableHLOProgram.text_with_locations``). Raises StableHLOError for another kind of
+    input, naming it, and when JAX's MLIR bindings cannot parse it. The input is not
+    modified; MLIR that breaks the limits untrusted MLIR is read within (``_mlir_limits``,
+    ``_bytecode_text``) is refused. ``generic=True`` prints MLIR's generic op form, which
+    shows the attributes of every op: the custom form of a reduce whose body is one op
+    (``applies stablehlo.add``) prints none of the body op's attributes.
     """
     from jaxlib.mlir import ir
 
     from modelprov.stablehlo._jax_compat import ir_context
-    from modelprov.stablehlo._read import _load
 
-    data = _load(mlir)
+    data, where = load_mlir(mlir, caller="restore_attributes")
+    data = mlir_text(data, where)
     with ir_context() as context:
         context.allow_unregistered_dialects = True
         try:
-            module = ir.Module.parse(data)
+            module = _parse(ir, context, data)
         except Exception as exc:  # the bindings raise their own MLIRError
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            where = os.fspath(mlir) if isinstance(mlir, os.PathLike) else "the given MLIR"
             raise StableHLOError(
                 f"cannot parse {where}: {first}; pass the MLIR text or bytecode a pass wrote"
             ) from None
@@ -78,14 +80,16 @@ def restore_attributes(mlir: str | bytes | os.PathLike[str], *, generic: bool = 
         donors: dict[tuple[object, ...], list[dict[str, str]]] = {}
         missing: list[tuple[Any, list[Source]]] = []
         keyed: list[tuple[Any, dict[str, Any]]] = []
+        decode = decoder(ir)
+        carried_keys = keys_reader(ir)
         for op in operations:
-            located = decode(ir, op.location)
+            located = decode(op.location)
             if not located:
                 continue
             attributes = _string_attributes(ir, op)
             keys = {
                 key: value
-                for key, value in carried_keys(ir, op.location).items()
+                for key, value in carried_keys(op.location).items()
                 if key not in op.attributes
             }
             if keys:
@@ -141,3 +145,16 @@ def _string_attributes(ir: Any, op: Any) -> dict[str, str]:
         if named.attr.typeid == ir.StringAttr.static_typeid:
             found[str(named.name)] = str(ir.StringAttr(named.attr).value)
     return found
+
+
+def _parse(ir: Any, context: Any, data: str | bytes) -> Any:
+    """The module: a portable artifact (JAX's serialized VHLO bytecode) read back as
+    StableHLO, as read_mlir_sources reads it; other bytecode and text as they are."""
+    if isinstance(data, bytes):
+        from jaxlib.mlir.dialects import stablehlo
+
+        try:
+            return stablehlo.deserialize_portable_artifact(context, data)
+        except Exception:  # plain MLIR bytecode, not a portable artifact
+            pass
+    return ir.Module.parse(data)

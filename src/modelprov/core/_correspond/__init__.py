@@ -15,7 +15,7 @@ computing what it computed:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import onnx_ir as ir
 
@@ -52,19 +52,23 @@ def correspond(
     *,
     node_anchors: Mapping[ir.Node, ir.Node] | None = None,
     value_anchors: Mapping[ir.Value, ir.Value] | None = None,
+    equal_values: Mapping[ir.Value, Sequence[ir.Value]] | None = None,
 ) -> Change:
     """Compares ``graph`` (after a change) with the snapshot taken before it.
 
     Without ``node_anchors``, nodes and values are matched by identity (in-process passes).
     ``node_anchors`` maps new nodes to the old nodes they are (same computation), and
     ``value_anchors`` maps new values to old values they equal, for graphs rebuilt by
-    other tools.
+    other tools; ``equal_values`` (with ``node_anchors``) maps new values to further old
+    values they equal (duplicates a tool merged).
     """
     after_nodes, after_graphs = nodes_and_graphs(graph)
     if node_anchors is None:
         matching = match_by_identity(before, after_graphs, after_nodes, value_anchors)
     else:
-        matching = match_by_anchors(before, graph, after_nodes, node_anchors, value_anchors)
+        matching = match_by_anchors(
+            before, graph, after_nodes, node_anchors, value_anchors, equal_values
+        )
     change = assign_claims(before, after_nodes, matching)
     change.after_nodes = after_nodes
     change.after_graphs = after_graphs

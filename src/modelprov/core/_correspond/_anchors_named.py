@@ -4,7 +4,7 @@ read off the paired nodes' inputs and outputs and the main graph's outputs."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import onnx_ir as ir
 
@@ -19,16 +19,18 @@ def match_by_anchors(
     after_nodes: list[ir.Node],
     node_anchors: Mapping[ir.Node, ir.Node],
     value_anchors: Mapping[ir.Value, ir.Value] | None = None,
+    equal_values: Mapping[ir.Value, Sequence[ir.Value]] | None = None,
 ) -> Matching:
     """Matches ``graph`` against ``before`` by the given anchors: ``node_anchors`` maps new
-    nodes to the old nodes they are, ``value_anchors`` new values to old values they equal."""
+    nodes to the old nodes they are, ``value_anchors`` new values to old values they equal,
+    ``equal_values`` new values to further old values they equal."""
     same = dict(node_anchors)
     new_nodes, removed = new_and_removed(before, after_nodes, same)
     return Matching(
         same=same,
         new_nodes=new_nodes,
         removed=removed,
-        replaced=_anchored_replacements(before, graph, same, value_anchors),
+        replaced=_anchored_replacements(before, graph, same, value_anchors, equal_values),
         claimable=set(removed),
         values_persist=False,
     )
@@ -39,6 +41,7 @@ def _anchored_replacements(
     graph: ir.Graph,
     old_of: Mapping[ir.Node, ir.Node],
     value_anchors: Mapping[ir.Value, ir.Value] | None,
+    equal_values: Mapping[ir.Value, Sequence[ir.Value]] | None = None,
 ) -> dict[ir.Value, list[ir.Value]]:
     """Value replacements when nodes were matched by anchors instead of identity."""
     replaced: dict[ir.Value, list[ir.Value]] = {}
@@ -60,4 +63,7 @@ def _anchored_replacements(
         record(old, new)
     for new, old in (value_anchors or {}).items():
         record(old, new)
+    for new, olds in (equal_values or {}).items():
+        for old in olds:
+            record(old, new)
     return replaced

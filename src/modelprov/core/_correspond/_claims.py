@@ -149,10 +149,15 @@ def assign_claims(before: Snapshot, after_nodes: list[ir.Node], matching: Matchi
     absorbed: dict[ir.Node, set[ir.Node]] = {}
     produced: dict[ir.Node, set[ir.Node]] = {}
     producerless: list[tuple[ir.Value, list[ir.Value]]] = []
+    glue = _layout_glue(new_nodes)
     for new_value, olds in replaced.items():
         producer = producer_now.get(new_value)
         if producer is None:
             producerless.append((new_value, olds))
+            continue
+        if producer in glue and _behind_glue(producer, glue, old_equivalents):
+            # The end of a layout conversion and its inverse hands back a value the graph
+            # has behind it: the node computing that one computes this.
             continue
         stops = stops_of(producer)
         produced.setdefault(producer, set()).update(
@@ -198,6 +203,7 @@ def assign_claims(before: Snapshot, after_nodes: list[ir.Node], matching: Matchi
 
     unanchored = _share_within_clusters(
         new_nodes,
+        glue,
         absorbed,
         before,
         producer_now,
@@ -256,6 +262,7 @@ class _Stops:
 
 def _share_within_clusters(
     new_nodes: list[ir.Node],
+    glue: set[ir.Node],
     absorbed: dict[ir.Node, set[ir.Node]],
     before: Snapshot,
     producer_now: Mapping[ir.Value, ir.Node],
@@ -296,27 +303,97 @@ def _share_within_clusters(
         boundary = _upstream_boundary(node, lambda n: n.inputs, fresh_producer)
         return {old for value in boundary for old in old_equivalents(value)}
 
+    constant_reads: list[tuple[set[ir.Node], set[ir.Value]]] = []
+
+    def is_constant(value: ir.Value) -> bool:
+        """True for an old initializer (not a graph input) or a constant node's output."""
+        if not constant_reads:  # only when some node shares claims
+            initializers = {
+                value
+                for graph in before.graph_outputs
+                for value in graph.initializers.values()
+                if not value.is_graph_input()
+            }
+            constant_reads.append((before.constant_nodes(), initializers))
+        nodes, initializers = constant_reads[0]
+        return value in initializers or before.producer.get(value) in nodes
+
     def outside_inputs(target: ir.Node, claim: set[ir.Node]) -> set[ir.Value]:
-        """Values the claimed nodes upstream of ``target`` read from outside the claim."""
+        """Values the claimed nodes upstream of ``target`` read from outside the claim,
+        but constants (a tool may fold or re-lay them out under new names)."""
 
         def claimed_producer(value: ir.Value) -> ir.Node | None:
             upstream = before.producer.get(value)
             return upstream if upstream is not None and upstream in claim else None
 
-        return _upstream_boundary(target, before.inputs.__getitem__, claimed_producer)
+        found = _upstream_boundary(target, before.inputs.__getitem__, claimed_producer)
+        return {value for value in found if not is_constant(value)}
 
+    constant_nodes = before.constant_nodes()
     unanchored: list[ir.Node] = []
     for node in new_nodes:
-        if absorbed.get(node):
+        own = absorbed.get(node)
+        if own and not own <= constant_nodes:
             continue
+        # A node that only folded constants (a fused Gemm that took a weight's Transpose)
+        # still computes part of its cluster.
         shared = cluster_claims.get(find(node))
-        if not shared:
-            unanchored.append(node)
+        if own and shared:
+            shared = shared - own
+        if not shared or node in glue:
+            # A layout conversion a tool inserted and undid computes nothing of the claim.
+            if not own:
+                unanchored.append(node)
             continue
         available = reads(node)
         computable = {old for old in shared if outside_inputs(old, shared) <= available}
-        absorbed[node] = computable or set(shared)
+        if own:
+            absorbed[node] = own | computable  # it has claims of its own: nothing by default
+        else:
+            absorbed[node] = computable or set(shared)
     return unanchored
+
+
+def _layout_glue(new_nodes: list[ir.Node]) -> set[ir.Node]:
+    """New Transposes that form a cancelling pair with another new Transpose (a layout
+    conversion and its inverse, as layout-converting tools insert them)."""
+    new_set = set(new_nodes)
+    glue: set[ir.Node] = set()
+    for node in new_nodes:
+        if not _is_transpose(node):
+            continue
+        inner_value = node.inputs[0]
+        inner = inner_value.producer() if inner_value is not None else None
+        if inner is None or inner not in new_set or not _is_transpose(inner):
+            continue
+        outer_perm = node.attributes["perm"].as_ints()
+        inner_perm = inner.attributes["perm"].as_ints()
+        if len(outer_perm) == len(inner_perm) and [inner_perm[a] for a in outer_perm] == list(
+            range(len(outer_perm))
+        ):
+            glue.update((node, inner))
+    return glue
+
+
+def _behind_glue(
+    node: ir.Node, glue: set[ir.Node], old_equivalents: Callable[[ir.Value], list[ir.Value]]
+) -> bool:
+    """True when ``node`` ends a cancelling Transpose pair whose input is a known value."""
+    inner_value = node.inputs[0]
+    inner = inner_value.producer() if inner_value is not None else None
+    if inner is None or inner not in glue:
+        return False
+    behind = inner.inputs[0]
+    return behind is not None and bool(old_equivalents(behind))
+
+
+def _is_transpose(node: ir.Node) -> bool:
+    return (
+        node.op_type == "Transpose"
+        and node.domain in ("", "ai.onnx")
+        and "perm" in node.attributes
+        and bool(node.inputs)
+    )
 
 
 def _upstream_boundary(

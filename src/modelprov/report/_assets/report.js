@@ -73,7 +73,12 @@
       G.w = 2 * L.pad + widest * L.node_w + (widest - 1) * L.gap_x;
       G.h = 2 * L.pad + G.rows * L.node_h + Math.max(G.rows - 1, 0) * L.gap_y;
     }
-    return {title: p.title, colors: p.colors, summary: p.summary, code: p.code,
+    if (p.numerics) {
+      p.numerics.nodes.forEach(function (r) {
+        nodes[r[0]].num = {rel: r[1], sqnr: r[2], fx: r[3], value: r[4], diverges: r[5], own: r[6]};
+      });
+    }
+    return {title: p.title, colors: p.colors, summary: p.summary, code: p.code, numerics: p.numerics,
             sources: sourceList(p.sources), lost: sourceList(p.lost), nodes: nodes, groups: groups};
   }
 
@@ -101,11 +106,28 @@
     var selected = -1, related = [];
     var isMatch = new Array(nodes.length);  // search hits, for groups drawn later
 
+    // Names, keys and values come from an untrusted model: every text is shown with its
+    // control characters and bidi controls escaped visibly (as modelprov's text output does,
+    // core/_printable.py), so a U+202E cannot reorder the report's own labels; names next
+    // to the report's text also sit in <bdi> (isolated: right-to-left names stay in place).
+    var UNSAFE = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]/g;
+    function printable(text) {
+      return String(text).replace(UNSAFE, function (c) {
+        var code = c.charCodeAt(0);
+        return code < 0x100 ? "\\x" + ("0" + code.toString(16)).slice(-2)
+                            : "\\u" + ("000" + code.toString(16)).slice(-4);
+      });
+    }
     function el(tag, cls, text) {
       var e = document.createElement(tag);
       if (cls) e.className = cls;
-      if (text !== undefined && text !== null) e.textContent = String(text);
+      if (text !== undefined && text !== null) e.textContent = printable(text);
       return e;
+    }
+    function isolated(parent, name, after) {  // <bdi>name</bdi> then the report's own text
+      parent.appendChild(el("bdi", null, name));
+      if (after) parent.appendChild(document.createTextNode(after));
+      return parent;
     }
     function svg(tag, attrs) {
       var e = document.createElementNS(SVG, tag);
@@ -133,8 +155,10 @@
     }
 
     // Header and summary.
-    document.title = "modelprov report: " + data.title;
-    document.getElementById("title").textContent = "Provenance report: " + data.title;
+    document.title = "modelprov report: " + printable(data.title);
+    var heading = document.getElementById("title");
+    heading.textContent = "Provenance report: ";
+    isolated(heading, data.title);
     var s = data.summary;
     var cards = document.getElementById("summary");
     card(cards, "nodes", s.nodes, s.groups + " module groups");
@@ -206,13 +230,14 @@
       g.nodes.forEach(function (i) {
         var n = nodes[i];
         var ng = svg("g", {"class": "node", "data-i": i, transform: "translate(" + n.x + "," + n.y + ")"});
-        ng.appendChild(svg("rect", {width: 132, height: 30, fill: data.colors[n.state]}));
+        ng.appendChild(svg("rect", {width: 132, height: 30, fill: nodeFill(n)}));
         var t = svg("text", {x: 8, y: 19});
         var label = n.op + (n.src.length > 1 ? " ×" + n.src.length : "");
-        t.textContent = label.length > 20 ? label.slice(0, 19) + "…" : label;
+        t.textContent = printable(label.length > 20 ? label.slice(0, 19) + "…" : label);
         ng.appendChild(t);
         var tip = svg("title", {});
-        tip.textContent = nodeLabel(i) + " (" + n.state + ")";
+        tip.textContent = printable(nodeLabel(i)) + " (" + n.state + ")" +
+          (n.num ? ", max rel error " + n.num.rel.toExponential(2) : "");
         ng.appendChild(tip);
         ng.addEventListener("click", function () { select(i, false); });
         nodeEls[i] = ng;
@@ -257,7 +282,7 @@
     // Details of one node.
     var details = document.getElementById("details");
     function nodeLink(i) {
-      var a = el("a", null, nodeLabel(i) + " (" + nodes[i].op + ")");
+      var a = isolated(isolated(el("a"), nodeLabel(i), " ("), nodes[i].op, ")");
       a.href = "#";
       a.addEventListener("click", function (ev) { ev.preventDefault(); select(i, true); });
       return a;
@@ -325,6 +350,19 @@
       }
       return b;
     }
+    // With numerics, nodes are coloured by log10 of their max relative error against the
+    // reference: blue within the tolerance's scale, yellow around 1e-3, red at 1e-1 and over.
+    function errorColor(rel) {
+      var t = Math.max(0, Math.min(1, (Math.log10(Math.max(rel, 1e-12)) + 7) / 6));
+      var stops = [[44, 123, 182], [255, 255, 191], [215, 25, 28]];
+      var k = t < 0.5 ? 0 : 1, f = t < 0.5 ? t * 2 : (t - 0.5) * 2;
+      var c = stops[k].map(function (v, j) { return Math.round(v + f * (stops[k + 1][j] - v)); });
+      return "rgb(" + c.join(",") + ")";
+    }
+    function nodeFill(n) {
+      if (!data.numerics) return data.colors[n.state];
+      return n.num ? errorColor(n.num.rel) : "#e0e0e0";
+    }
     function showDetails(i) {
       var n = nodes[i];
       details.textContent = "";
@@ -335,6 +373,16 @@
       details.appendChild(pill);
       details.appendChild(el("span", "muted", "  " + (n.domain ? n.domain + "::" : "") + n.op +
                              " · " + n.src.length + (n.src.length === 1 ? " source" : " sources")));
+      if (n.num) {
+        details.appendChild(el("h2", null, "Numerics against " + printable(data.numerics.reference) +
+                               (data.numerics.first === i ? " (first divergence)" : "")));
+        var ngrid = el("div", "kv");
+        kv(ngrid, "value", printable(n.num.value) + " (output of " + printable(n.num.fx) + ")");
+        kv(ngrid, "max rel error", n.num.rel.toExponential(3) + (n.num.diverges ? " (diverges)" : ""));
+        kv(ngrid, "SQNR", n.num.sqnr === null ? "n/a" : n.num.sqnr.toFixed(1) + " dB");
+        if (n.num.own !== null) kv(ngrid, "own SQNR", n.num.own.toFixed(1) + " dB");
+        details.appendChild(ngrid);
+      }
       var srcs = n.src.map(function (si) { return sources[si]; });
       // Source lines, each once, with the code around it and the FX nodes made there.
       var byLine = {}, order = [];

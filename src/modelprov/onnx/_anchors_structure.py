@@ -1,0 +1,390 @@
+"""Anchors from structure, for recover: what a black-box tool's nodes are when their names
+do not say it.
+
+* duplicates: an original value computed twice (same op, attributes and inputs) is the one
+  a tool merging duplicates keeps; an Identity's output is its input;
+* forward, in graph order: a node reading the values an original node read, with its op and
+  attributes, is that node (its outputs renamed, or its inputs read through a layout
+  conversion and back: a cancelling Transpose pair); a weight copied or re-laid out under a
+  new name may stand in its slot, and one fresh data input (a fused producer's output) is the
+  original input there, when the other inputs name the node;
+* backward, from the readers: a fresh value read in a slot of a node that is an original node
+  is the value that node read there, and its producer the original producer when both do
+  the same (equal Constants for constants).
+
+No weights are read: Constant nodes are compared by their attribute tensors only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import onnx_ir as ir
+
+from modelprov.core._correspond import METADATA_READERS
+
+__all__ = [
+    "anchor_by_structure",
+    "duplicate_values",
+    "merged_duplicates",
+    "same_attributes",
+    "same_type",
+]
+
+
+def duplicate_values(old_nodes: list[ir.Node]) -> dict[ir.Value, ir.Value]:
+    """Per original value computed twice (same op, attributes and inputs, up to such
+    duplicates), the first value computing it: what a tool merging duplicates keeps; per
+    Identity output, its input."""
+    first: dict[ir.Value, ir.Value] = {}
+    seen: dict[tuple[object, ...], ir.Node] = {}
+    for node in old_nodes:
+        if node.op_type == "Constant" or _has_subgraph(node):
+            continue
+        if node.op_type == "Identity" and node.domain in ("", "ai.onnx") and node.inputs[0]:
+            # An Identity's output is its input: a tool removing it merges the two.
+            first[node.outputs[0]] = first.get(node.inputs[0], node.inputs[0])
+            continue
+        key = (
+            node.domain,
+            node.op_type,
+            tuple(first.get(value, value) if value is not None else None for value in node.inputs),
+            tuple(sorted((name, str(attr)) for name, attr in node.attributes.items())),
+        )
+        twin = seen.setdefault(key, node)
+        if twin is not node and len(twin.outputs) == len(node.outputs):
+            for mine, theirs in zip(node.outputs, twin.outputs, strict=True):
+                first[mine] = first.get(theirs, theirs)
+    return first
+
+
+def _has_subgraph(node: ir.Node) -> bool:
+    return any(
+        attr.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS)
+        for attr in node.attributes.values()
+    )
+
+
+def merged_duplicates(
+    node_anchors: dict[ir.Node, ir.Node], duplicates: dict[ir.Value, ir.Value], taken: set[ir.Node]
+) -> dict[ir.Value, list[ir.Value]]:
+    """New value -> the old duplicates of the old value it is, whose nodes no new node is:
+    the tool merged them into this one (it computes them). A removed Identity is no
+    duplicate here: the claim phase gives it to its producer or reader as any no-op."""
+    twins: dict[ir.Value, list[ir.Value]] = {}
+    for value, kept in duplicates.items():
+        producer = value.producer()
+        if producer is not None and producer not in taken and producer.op_type != "Identity":
+            twins.setdefault(kept, []).append(value)
+            twins.setdefault(value, [])
+    merged: dict[ir.Value, list[ir.Value]] = {}
+    if not twins:
+        return merged
+    for new_node, old_node in node_anchors.items():
+        for new, old in zip(new_node.outputs, old_node.outputs, strict=True):
+            kept = duplicates.get(old, old)
+            found = [twin for twin in [kept, *twins.get(kept, ())] if twin is not old]
+            found = [twin for twin in found if twin.producer() not in taken]
+            if found:
+                merged[new] = found
+    return merged
+
+
+def _through_layout(value: ir.Value, anchored: Mapping[ir.Value, ir.Value]) -> ir.Value:
+    """The first anchored value behind cancelling Transpose pairs a tool inserted (a layout
+    conversion and its inverse, as onnxruntime's layout transformations leave them)."""
+    while True:
+        if value in anchored:
+            return value
+        outer = value.producer()
+        if outer is None or outer.op_type != "Transpose" or outer.domain not in ("", "ai.onnx"):
+            return value
+        inner_value = outer.inputs[0]
+        inner = inner_value.producer() if inner_value is not None else None
+        if inner is None or inner.op_type != "Transpose" or inner.domain not in ("", "ai.onnx"):
+            return value
+        outer_perm, inner_perm = _perm_of(outer), _perm_of(inner)
+        if outer_perm is None or inner_perm is None or len(outer_perm) != len(inner_perm):
+            return value
+        if [inner_perm[axis] for axis in outer_perm] != list(range(len(outer_perm))):
+            return value
+        if inner.inputs[0] is None:
+            return value
+        value = inner.inputs[0]
+
+
+def _perm_of(node: ir.Node) -> list[int] | None:
+    attr = node.attributes.get("perm")
+    return list(attr.as_ints()) if attr is not None else None
+
+
+def anchor_by_structure(
+    original: tuple[ir.Graph, list[ir.Node]],
+    optimized: tuple[ir.Graph, list[ir.Node]],
+    duplicates: dict[ir.Value, ir.Value],
+    node_anchors: dict[ir.Node, ir.Node],
+    value_anchors: dict[ir.Value, ir.Value],
+    taken: set[ir.Node],
+) -> None:
+    """Adds to ``node_anchors`` and ``value_anchors`` (new -> old; ``taken``: the old nodes
+    anchored) what structure says, walking forward and backward (the module docstring)
+    until nothing more anchors. ``original`` and ``optimized``: each main graph with
+    ``all_nodes`` of it; ``duplicates``: of ``duplicate_values``."""
+    old_graph, old_nodes = original
+    new_graph, new_nodes = optimized
+    old_constant = _constant_values(old_graph, old_nodes)
+    new_constant = _constant_values(new_graph, new_nodes)
+    by_key: dict[tuple[object, ...], list[ir.Node]] = {}
+    for old in old_nodes:
+        if old.op_type == "Constant" or not old.inputs or _has_subgraph(old):
+            continue
+        key = _masked_key(old, lambda v: duplicates.get(v, v), old_constant)
+        by_key.setdefault(key, []).append(old)
+    if not by_key:
+        return
+    for _ in range(3):  # a backward anchor may let the forward walk go on, and back
+        anchored = len(node_anchors)
+        _anchor_forward(
+            new_nodes,
+            old_nodes,
+            by_key,
+            duplicates,
+            node_anchors,
+            value_anchors,
+            taken,
+            old_constant,
+            new_constant,
+        )
+        _anchor_backward(node_anchors, value_anchors, taken, old_constant, new_constant)
+        if len(node_anchors) == anchored:
+            break
+
+
+def _anchor_forward(
+    new_nodes: list[ir.Node],
+    old_nodes: list[ir.Node],
+    by_key: dict[tuple[object, ...], list[ir.Node]],
+    duplicates: dict[ir.Value, ir.Value],
+    node_anchors: dict[ir.Node, ir.Node],
+    value_anchors: dict[ir.Value, ir.Value],
+    taken: set[ir.Node],
+    old_constant: set[ir.Value],
+    new_constant: set[ir.Value],
+) -> None:
+    """The forward walk of ``anchor_by_structure``, in graph order."""
+    by_slot: dict[tuple[object, ...], list[ir.Node]] | None = None
+    for node in new_nodes:
+        if node in node_anchors or not node.inputs or node.graph is None:
+            continue
+        masked: list[ir.Value | str | None] = []
+        anchors: list[ir.Value | None] = []
+        unknown: list[int] = []
+        for index, value in enumerate(node.inputs):
+            old = (
+                None if value is None else value_anchors.get(_through_layout(value, value_anchors))
+            )
+            anchors.append(old)
+            if value is None:
+                masked.append(None)
+            elif value in new_constant or (old is not None and old in old_constant):
+                masked.append(_CONSTANT)
+            elif old is not None:
+                masked.append(duplicates.get(old, old))
+            else:
+                masked.append(_UNKNOWN)
+                unknown.append(index)
+        if len(unknown) > 1 or all(each is None or each is _CONSTANT for each in masked):
+            continue
+
+        def fits(old_node: ir.Node, node: ir.Node = node) -> bool:
+            return (
+                old_node not in taken
+                and len(old_node.outputs) == len(node.outputs)
+                and same_attributes(node, old_node)
+                and all(
+                    value not in value_anchors or value_anchors[value] is old
+                    for value, old in zip(node.outputs, old_node.outputs, strict=True)
+                )
+            )
+
+        chosen: ir.Node | None = None
+        if unknown:
+            # One input the tool made fresh (a fused producer's output): the other inputs,
+            # all anchored exactly, name the old node; the fresh value is its input there.
+            (slot,) = unknown
+            if any(
+                anchors[i] is None for i, v in enumerate(node.inputs) if v is not None and i != slot
+            ):
+                continue
+            if by_slot is None:
+                by_slot = _slot_index(old_nodes, duplicates, old_constant)
+            key = _slot_key(node, slot, [duplicates.get(a, a) if a else None for a in anchors])
+            candidates = [old_node for old_node in by_slot.get(key, ()) if fits(old_node)]
+            if len(candidates) != 1:
+                continue
+            (chosen,) = candidates
+            fresh, replaced = node.inputs[slot], chosen.inputs[slot]
+            if fresh is None or replaced is None or not same_type(replaced, fresh):
+                continue
+            value_anchors[fresh] = replaced
+        else:
+            candidates = [
+                old_node
+                for old_node in by_key.get((node.domain, node.op_type, tuple(masked)), ())
+                if fits(old_node)
+            ]
+            exact = [
+                old_node
+                for old_node in candidates
+                if all(
+                    each is not _CONSTANT or anchor is old
+                    for each, anchor, old in zip(masked, anchors, old_node.inputs, strict=True)
+                )
+            ]
+            chosen = exact[0] if exact else candidates[0] if len(candidates) == 1 else None
+            if chosen is None:
+                continue
+        node_anchors[node] = chosen
+        taken.add(chosen)
+        for value, old in zip(node.outputs, chosen.outputs, strict=True):
+            value_anchors[value] = old
+
+
+_CONSTANT = "<constant>"
+_UNKNOWN = "<unknown>"
+
+
+def _slot_key(node: ir.Node, slot: int, inputs: list[ir.Value | None]) -> tuple[object, ...]:
+    """A node's op and inputs with one slot left open."""
+    rest = tuple(_UNKNOWN if index == slot else value for index, value in enumerate(inputs))
+    return (node.domain, node.op_type, slot, rest)
+
+
+def _slot_index(
+    old_nodes: list[ir.Node], duplicates: dict[ir.Value, ir.Value], constant: set[ir.Value]
+) -> dict[tuple[object, ...], list[ir.Node]]:
+    """Old nodes by op and inputs with one data input left open, for ``_slot_key``."""
+    index: dict[tuple[object, ...], list[ir.Node]] = {}
+    for old in old_nodes:
+        if old.op_type == "Constant" or _has_subgraph(old) or len(old.inputs) < 2:
+            continue
+        inputs = [duplicates.get(v, v) if v is not None else None for v in old.inputs]
+        for slot, value in enumerate(old.inputs):
+            if value is not None and value not in constant:
+                index.setdefault(_slot_key(old, slot, inputs), []).append(old)
+    return index
+
+
+def _constant_values(graph: ir.Graph, nodes: list[ir.Node]) -> set[ir.Value]:
+    """Initializers that are no graph inputs, and the values computed from such only
+    (shape arithmetic included: Shape and Size read no contents)."""
+    constant = {v for v in graph.initializers.values() if not v.is_graph_input()}
+    for node in nodes:
+        if _has_subgraph(node) or node.graph is not graph:
+            continue
+        reads = (
+            ()
+            if node.op_type in METADATA_READERS and node.domain in ("", "ai.onnx")
+            else (node.inputs)
+        )
+        if all(value is None or value in constant for value in reads):
+            constant.update(node.outputs)
+    return constant
+
+
+def _masked_key(
+    node: ir.Node, canonical: Callable[[ir.Value], ir.Value], constant: set[ir.Value]
+) -> tuple[object, ...]:
+    inputs = tuple(
+        None if value is None else _CONSTANT if value in constant else canonical(value)
+        for value in node.inputs
+    )
+    return (node.domain, node.op_type, inputs)
+
+
+def _anchor_backward(
+    node_anchors: dict[ir.Node, ir.Node],
+    value_anchors: dict[ir.Value, ir.Value],
+    taken: set[ir.Node],
+    old_constant: set[ir.Value],
+    new_constant: set[ir.Value],
+) -> None:
+    """From the readers back: a value the names do not anchor, read in a slot of a node
+    that is an old node, is the value the old node read there (a data input; a constant
+    may have been re-laid out); its producer is the old producer when both do the same
+    (same op and attributes, or equal Constants)."""
+    work = list(node_anchors.items())
+    while work:
+        node, old_node = work.pop()
+        if len(node.inputs) != len(old_node.inputs):
+            continue
+        for read, old in zip(node.inputs, old_node.inputs, strict=True):
+            if read is None or old is None:
+                continue
+            new = _through_layout(read, value_anchors)
+            if new in value_anchors:
+                continue
+            is_constant = new in new_constant or old in old_constant
+            producer, old_producer = new.producer(), old.producer()
+            same_producer = (
+                producer is not None
+                and old_producer is not None
+                and producer not in node_anchors
+                and old_producer not in taken
+                and producer.op_type == old_producer.op_type
+                and producer.domain == old_producer.domain
+                and len(producer.outputs) == len(old_producer.outputs)
+                and (
+                    _same_constant(producer, old_producer)
+                    if is_constant
+                    else same_attributes(producer, old_producer)
+                )
+            )
+            if same_producer:
+                assert producer is not None and old_producer is not None
+                node_anchors[producer] = old_producer
+                taken.add(old_producer)
+                for value, old_value in zip(producer.outputs, old_producer.outputs, strict=True):
+                    value_anchors.setdefault(value, old_value)
+                work.append((producer, old_producer))
+            elif not is_constant and same_type(old, new):
+                value_anchors[new] = old
+
+
+def _same_constant(node: ir.Node, old_node: ir.Node) -> bool:
+    if set(node.attributes) != set(old_node.attributes):
+        return False
+    for name, attr in node.attributes.items():
+        other = old_node.attributes[name]
+        if attr.type == ir.AttributeType.TENSOR and other.type == ir.AttributeType.TENSOR:
+            mine, theirs = attr.as_tensor(), other.as_tensor()
+            if mine.dtype != theirs.dtype or mine.shape != theirs.shape:
+                return False
+            if mine.tobytes() != theirs.tobytes():
+                return False
+        elif str(attr) != str(other):
+            return False
+    return True
+
+
+def same_type(old: ir.Value, new: ir.Value) -> bool:
+    """False when the two values' known dtypes or known ranks and dimensions differ: a
+    tool reused a name for another tensor (e.g. after moving a reshape upstream)."""
+    if old.dtype is not None and new.dtype is not None and old.dtype != new.dtype:
+        return False
+    if old.shape is None or new.shape is None:
+        return True
+    if len(old.shape) != len(new.shape):
+        return False
+    return all(
+        not isinstance(a, int) or not isinstance(b, int) or a == b
+        for a, b in zip(old.shape, new.shape, strict=True)
+    )
+
+
+def same_attributes(node: ir.Node, old_node: ir.Node) -> bool:
+    if set(node.attributes) != set(old_node.attributes):
+        return False
+    return all(
+        str(node.attributes[name]) == str(old_node.attributes[name]) for name in node.attributes
+    )

@@ -1,0 +1,163 @@
+"""The correspondence engine against the truth of random graphs (tests._generated_checks).
+
+Random sourced graphs (tests._sourced_graphs) go through random sequences of
+modelprov.optimize and simulated black-box tools followed by modelprov.recover
+(tests._black_box); every claim must lie in its node's value region, recall must stay 1.00,
+untouched nodes must keep exactly their sources and the numerics must not change.
+
+The default suite runs 300 cases; ``pytest -m slow tests/test_generated_claims.py`` (or
+``MODELPROV_GENERATED=thorough``) runs 5,000. Both are derandomized: the same cases every
+run. A failure hypothesis shrinks is kept below as an explicit regression test.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests._black_box import REWRITES
+from tests._generated_checks import Step, check_case
+from tests._sourced_graphs import build, sourced_graphs
+
+DEFAULT_CASES = 300
+THOROUGH_CASES = 5_000
+_COMMON = {
+    "deadline": None,
+    "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large],
+    "derandomize": True,
+    "database": None,
+}
+settings.register_profile("generated-ci", max_examples=DEFAULT_CASES, **_COMMON)
+settings.register_profile("generated-thorough", max_examples=THOROUGH_CASES, **_COMMON)
+_PROFILE = settings.get_profile(f"generated-{os.environ.get('MODELPROV_GENERATED', 'ci')}")
+
+_TOOL = st.builds(
+    Step,
+    kind=st.just("tool"),
+    rewrites=st.lists(st.sampled_from(sorted(REWRITES)), min_size=1, max_size=4).map(tuple),
+    seed=st.integers(0, 999),
+    keep_model_metadata=st.booleans(),
+)
+_STEPS = st.one_of(
+    st.lists(_TOOL, max_size=2).map(lambda tools: [Step("optimize"), *tools]),
+    st.lists(_TOOL, min_size=1, max_size=2),
+)
+
+
+@settings(_PROFILE)
+@given(graph=sourced_graphs(max_blocks=4), steps=_STEPS)
+def test_claims_stay_in_their_regions_through_optimize_and_tools(graph, steps) -> None:
+    check_case(graph, steps)
+
+
+@pytest.mark.slow
+def test_five_thousand_generated_cases() -> None:
+    """The property above with the thorough profile, in a fresh process (hypothesis binds a
+    test's settings when it is defined), reporting at least 5,000 cases."""
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-m",
+            "not slow",
+            "--hypothesis-show-statistics",
+            f"{__file__}::test_claims_stay_in_their_regions_through_optimize_and_tools",
+        ],
+        env={**os.environ, "MODELPROV_GENERATED": "thorough"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    lines = [line for line in result.stdout.splitlines() if "W:onnxruntime" not in line]
+    assert result.returncode == 0, "\n".join(lines)[-6000:]
+    counts = [int(n) for n in re.findall(r"(\d+) passing, ", result.stdout)]
+    assert counts and min(counts) >= THOROUGH_CASES, counts
+
+
+# --- regressions: cases the generator found, each failing before its fix ------------------
+
+
+def _tool(*rewrites: str, seed: int = 0, keep: bool = True) -> Step:
+    return Step("tool", rewrites, seed, keep)
+
+
+@pytest.mark.parametrize(
+    ("recipe", "steps"),
+    [
+        pytest.param(
+            ("image", ("conv", "act", "duplicate", "residual"), 940),
+            [_tool("merge_duplicates", seed=414)],
+            id="merged-duplicate-goes-to-its-twin",
+        ),
+        pytest.param(
+            ("sequence", ("attention", "linear", "linear", "residual"), 600),
+            [_tool("rename_values", seed=678)],
+            id="renamed-outputs-anchor-by-structure",
+        ),
+        pytest.param(
+            ("sequence", ("attention",), 228),
+            [_tool("rename_values", seed=250)],
+            id="renamed-constants-anchor-from-their-readers",
+        ),
+        pytest.param(
+            ("image", ("act", "bn", "conv"), 260),
+            [_tool("insert_layout", seed=66)],
+            id="layout-pairs-and-re-laid-weights",
+        ),
+        pytest.param(
+            ("sequence", ("noop", "norm", "view"), 626),
+            [_tool("split_batch_norm", "insert_layout", "eliminate_no_ops", seed=269)],
+            id="removed-identity-behind-a-layout-pair",
+        ),
+        pytest.param(
+            ("sequence", ("act", "linear", "linear", "attention", "view"), 722),
+            [Step("optimize"), _tool("fuse_conv_bn", "rename_values", "fuse_gemm", seed=300)],
+            id="fused-gemm-with-a-fresh-output",
+        ),
+        pytest.param(
+            ("image", ("duplicate", "residual", "bn", "act", "noop"), 979),
+            [_tool("split_batch_norm", "reorder", "rename_values", seed=569)],
+            id="split-batch-norm-then-renamed",
+        ),
+        pytest.param(
+            ("image", ("bn", "residual", "bn", "residual", "noop"), 948),
+            [_tool("rename_values", "constants_to_initializers", "split_batch_norm", seed=430)],
+            id="anchors-found-backward-let-the-forward-walk-go-on",
+        ),
+        pytest.param(
+            ("image", ("bn", "conv", "noop"), 467),
+            [
+                _tool(
+                    "insert_layout",
+                    "eliminate_no_ops",
+                    "rename_nodes",
+                    "split_batch_norm",
+                    seed=489,
+                )
+            ],
+            id="split-batch-norm-behind-a-layout-pair",
+        ),
+        pytest.param(
+            ("sequence", ("attention",), 3),
+            [Step("optimize")],
+            id="a-shared-literal-goes-with-the-mask-not-the-reshape",
+        ),
+        pytest.param(
+            ("sequence", ("attention", "act", "noop"), 1),
+            [_tool("merge_equal_constants")],
+            id="a-kept-literal-takes-no-merged-literals-source",
+        ),
+    ],
+)
+def test_generated_regression(recipe, steps) -> None:
+    check_case(build(*recipe), steps)
