@@ -275,22 +275,17 @@ def _report(
         reads = upstream[item.node]
         alone = own_of[position]
         rows.append(
-            NumericsRow(
-                source=item.source,
-                node=item.node.name or item.node.op_type,
-                value=item.value.name or "",
-                shape=tuple(int(d) if isinstance(d, int) else -1 for d in (item.value.shape or ())),
-                max_abs_error=error.max_abs_error,
-                max_rel_error=error.max_rel_error,
-                mean_abs_error=error.mean_abs_error,
-                cosine_similarity=error.cosine_similarity,
-                sqnr_db=error.sqnr_db,
-                diverges=diverges[position],
-                starts_divergence=diverges[position] and not any(diverges[i] for i in reads),
-                upstream=tuple(sorted(reads)),
+            NumericsRow.of(
+                item.source,
+                item.node.name or item.node.op_type,
+                item.value.name or "",
+                tuple(int(d) if isinstance(d, int) else -1 for d in (item.value.shape or ())),
+                error,
+                diverges=diverges,
+                position=position,
+                upstream=reads,
                 node_modules=item.modules,
-                own_max_rel_error=None if alone is None else alone.max_rel_error,
-                own_sqnr_db=None if alone is None else alone.sqnr_db,
+                own=alone,
             )
         )
     results = {
