@@ -25,6 +25,7 @@ from modelprov.core._sources import Source
 from modelprov.errors import InvalidModelError, UsageError
 from modelprov.numerics._metrics import Discrepancy, measure
 from modelprov.numerics._onnx_values import graph_input_names, run_exposing, run_isolated
+from modelprov.numerics._qoperator import dequantize, output_quantization
 from modelprov.numerics._report import NumericsReport, NumericsRow
 from modelprov.numerics._torch_values import run_fx_nodes
 from modelprov.onnx._convert import model_input
@@ -96,6 +97,11 @@ def compare(
             value = cand_values.pop(value_name, None)
             if value is None:
                 continue
+            quantization = (
+                output_quantization(joined[index].value) if value.dtype.kind in "iu" else None
+            )
+            if quantization is not None:  # QOperator: compared as the real value it holds
+                value = dequantize(value, quantization)
             reference_value = _element(produced, value, joined[index].value)
             if isinstance(reference_value, str):
                 errors[index] = reference_value
@@ -108,7 +114,8 @@ def compare(
                 isolate
                 and isinstance(errors[index], Discrepancy)
                 and not isinstance(joined[index].value.type, ir.SequenceType)
-            ):  # a sequence cannot be fed as a tensor
+                and quantization is None
+            ):  # a sequence, or an integer QOperator tensor, cannot be fed a float tensor
                 kept[value_name] = reference_value.reshape(value.shape).astype(value.dtype)
 
     torch_inputs = tuple(_as_tensor(item) for item in inputs)

@@ -339,7 +339,7 @@ class NumericsReport:
                 ],
             )
         )
-        return printable_lines(lines)
+        return printable_lines("\n".join(lines).split("\n"))
 
 
 def _db(number: float | None) -> str:
