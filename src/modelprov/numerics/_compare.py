@@ -25,6 +25,7 @@ from modelprov.core._sources import Source
 from modelprov.errors import InvalidModelError, UsageError
 from modelprov.numerics._metrics import Discrepancy, measure
 from modelprov.numerics._onnx_values import graph_input_names, run_exposing, run_isolated
+from modelprov.numerics._qoperator import dequantize, output_quantization
 from modelprov.numerics._report import NumericsReport, NumericsRow
 from modelprov.numerics._torch_values import run_fx_nodes
 from modelprov.onnx._convert import model_input
@@ -96,6 +97,11 @@ def compare(
             value = cand_values.pop(value_name, None)
             if value is None:
                 continue
+            quantization = (
+                output_quantization(joined[index].value) if value.dtype.kind in "iu" else None
+            )
+            if quantization is not None:  # QOperator: compared as the real value it holds
+                value = dequantize(value, quantization)
             reference_value = _element(produced, value, joined[index].value)
             if isinstance(reference_value, str):
                 errors[index] = reference_value
@@ -108,7 +114,8 @@ def compare(
                 isolate
                 and isinstance(errors[index], Discrepancy)
                 and not isinstance(joined[index].value.type, ir.SequenceType)
-            ):  # a sequence cannot be fed as a tensor
+                and quantization is None
+            ):  # a sequence, or an integer QOperator tensor, cannot be fed a float tensor
                 kept[value_name] = reference_value.reshape(value.shape).astype(value.dtype)
 
     torch_inputs = tuple(_as_tensor(item) for item in inputs)
@@ -275,22 +282,17 @@ def _report(
         reads = upstream[item.node]
         alone = own_of[position]
         rows.append(
-            NumericsRow(
-                source=item.source,
-                node=item.node.name or item.node.op_type,
-                value=item.value.name or "",
-                shape=tuple(int(d) if isinstance(d, int) else -1 for d in (item.value.shape or ())),
-                max_abs_error=error.max_abs_error,
-                max_rel_error=error.max_rel_error,
-                mean_abs_error=error.mean_abs_error,
-                cosine_similarity=error.cosine_similarity,
-                sqnr_db=error.sqnr_db,
-                diverges=diverges[position],
-                starts_divergence=diverges[position] and not any(diverges[i] for i in reads),
-                upstream=tuple(sorted(reads)),
+            NumericsRow.of(
+                item.source,
+                item.node.name or item.node.op_type,
+                item.value.name or "",
+                tuple(int(d) if isinstance(d, int) else -1 for d in (item.value.shape or ())),
+                error,
+                diverges=diverges,
+                position=position,
+                upstream=reads,
                 node_modules=item.modules,
-                own_max_rel_error=None if alone is None else alone.max_rel_error,
-                own_sqnr_db=None if alone is None else alone.sqnr_db,
+                own=alone,
             )
         )
     results = {

@@ -5,13 +5,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from modelprov.core._printable import printable_json, printable_lines
 from modelprov.core._sources import Source
 from modelprov.core.keys import NUMERICS_FORMAT
 from modelprov.errors import MetadataError
+from modelprov.numerics._metrics import Discrepancy
 
 __all__ = ["NUMERICS_VERSION", "ModuleNumerics", "NumericsReport", "NumericsRow", "worst_of"]
 
@@ -50,6 +51,42 @@ class NumericsRow:
     @property
     def module_path(self) -> str:
         return self.source.module_path or ""
+
+    @classmethod
+    def of(
+        cls,
+        source: Source,
+        node: str,
+        value: str,
+        shape: tuple[int, ...],
+        error: Discrepancy,
+        *,
+        diverges: Sequence[bool],
+        position: int,
+        upstream: Iterable[int],
+        node_modules: tuple[str, ...] = (),
+        own: Discrepancy | None = None,
+    ) -> NumericsRow:
+        """The row of a measured value: ``diverges`` holds every row's verdict by position,
+        so the row knows whether it starts the divergence (it diverges, nothing it reads does)."""
+        reads = tuple(sorted(upstream))
+        return cls(
+            source=source,
+            node=node,
+            value=value,
+            shape=shape,
+            max_abs_error=error.max_abs_error,
+            max_rel_error=error.max_rel_error,
+            mean_abs_error=error.mean_abs_error,
+            cosine_similarity=error.cosine_similarity,
+            sqnr_db=error.sqnr_db,
+            diverges=diverges[position],
+            starts_divergence=diverges[position] and not any(diverges[i] for i in reads),
+            upstream=reads,
+            node_modules=node_modules,
+            own_max_rel_error=None if own is None else own.max_rel_error,
+            own_sqnr_db=None if own is None else own.sqnr_db,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -302,7 +339,7 @@ class NumericsReport:
                 ],
             )
         )
-        return printable_lines(lines)
+        return printable_lines("\n".join(lines).split("\n"))
 
 
 def _db(number: float | None) -> str:

@@ -212,19 +212,15 @@ def _report(
         op = candidate.ops[result.op]
         reads = nearest[position]
         rows.append(
-            NumericsRow(
-                source=candidate.nodes[name],
-                node=f"{op.op_name}#{op.index}",
-                value=result.name,
-                shape=result.shape,
-                max_abs_error=error.max_abs_error,
-                max_rel_error=error.max_rel_error,
-                mean_abs_error=error.mean_abs_error,
-                cosine_similarity=error.cosine_similarity,
-                sqnr_db=error.sqnr_db,
-                diverges=diverges[index],
-                starts_divergence=diverges[index] and not any(diverges[i] for i in reads),
-                upstream=tuple(sorted(reads)),
+            NumericsRow.of(
+                candidate.nodes[name],
+                f"{op.op_name}#{op.index}",
+                result.name,
+                result.shape,
+                error,
+                diverges=diverges,
+                position=index,
+                upstream=reads,
                 node_modules=tuple(dict.fromkeys(candidate.nodes[n].module_path for n in op.nodes)),
             )
         )
