@@ -1,20 +1,25 @@
 """What provenance survives downstream compilers, on the issue's three models (issue 14).
 
-For seed 003's MLP, nn.TransformerEncoder (2 x 64) and a 2-layer Llama config, prints:
+For seed 003's MLP, nn.TransformerEncoder (2 x 64), a 2-layer Llama config and a conv +
+transformer mix (stem conv, two residual blocks, head), prints:
 - XLA: computing HLO instructions (not parameters, constants or broadcasts of constants)
   whose metadata names a module path/source node (op_name) and a user source line (stack
   frame), after ``jax.jit(...).compile()`` (target >= 95%);
+- XLA op_name: computing instructions of the optimized HLO (parameters, constants and tuples
+  aside; broadcasts of constants and fusions counted) whose op_name names their module or
+  the root-level op they compute (issue 27, target >= 95%), with the misses by opcode;
 - IREE: ops of ``iree-compile --compile-to=flow`` whose location is known and names a module
   path/source node (target >= 90%);
 - join: user FX nodes found on both the ONNX and the StableHLO side by source id, overall
   and from each side (target >= 95%).
 
-    python benchmarks/bench_downstream.py [--models mlp,transformer_encoder,llama]
+    python benchmarks/bench_downstream.py [--models mlp,transformer_encoder,llama,conv_transformer]
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import sys
 import time
 import warnings
@@ -29,7 +34,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", default=",".join(_downstream.MODELS))
     options = parser.parse_args(argv)
     print(
-        f"{'model':22} {'XLA named+line':>18} {'IREE flow named':>18} {'join both/all':>15} "
+        f"{'model':22} {'XLA named+line':>18} {'XLA op_name':>16} {'IREE flow named':>18} "
+        f"{'join both/all':>15} "
         f"{'onnx->shlo':>10} {'shlo->onnx':>10} {'export s':>8}"
     )
     for name in options.models.split(","):
@@ -37,8 +43,11 @@ def main(argv: list[str] | None = None) -> int:
         start = time.perf_counter()
         program = modelprov.export_stablehlo(model, args, kwargs)
         seconds = time.perf_counter() - start
-        total, good, _ = _downstream.hlo_survival(
-            program, _downstream.compiled_hlo(program, *args, *kwargs.values())
+        hlo = _downstream.compiled_hlo(program, *args, *kwargs.values())
+        total, good, _ = _downstream.hlo_survival(program, hlo)
+        counted, op_named, misses = _downstream.hlo_op_name_coverage(program, hlo)
+        missed = collections.Counter(
+            f"{i.opcode}{'' if i.op_name else '(no op_name)'}" for i in misses
         )
         try:
             known, named = _downstream.iree_survival(_downstream.iree_flow(program))
@@ -50,10 +59,12 @@ def main(argv: list[str] | None = None) -> int:
             onnx_program = modelprov.export(model, args, kwargs=kwargs, verbose=False)
         joined = modelprov.join_sources(onnx_program, program)
         print(
-            f"{name:22} {f'{good}/{total}={good / total:.3f}':>18} {iree:>18} "
+            f"{name:22} {f'{good}/{total}={good / total:.3f}':>18} "
+            f"{f'{op_named}/{counted}={op_named / counted:.3f}':>16} {iree:>18} "
             f"{f'{len(joined.both)}/{len(joined.ids)}={joined.coverage:.3f}':>15} "
             f"{joined.onnx_coverage:>10.3f} {joined.stablehlo_coverage:>10.3f} {seconds:>8.1f}"
         )
+        print(f"{'':22} op_name misses: {dict(missed.most_common())}")
     return 0
 
 

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from torch import nn
 
 from modelprov import _examples
 from modelprov.stablehlo import StableHLOProgram, read_mlir_sources
@@ -82,10 +83,65 @@ def llama() -> tuple[torch.nn.Module, tuple[Any, ...], dict[str, Any]]:
     return LlamaModel(config).eval(), (torch.randint(0, 1000, (1, 8)),), {"use_cache": False}
 
 
+class _ResidualBlock(nn.Module):  # type: ignore[misc]
+    """A conv residual (conv, BN, ReLU, conv, BN, skip) then a pre-norm attention + MLP."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(channels, channels, 3, padding=1)
+        self.bn1 = nn.BatchNorm2d(channels)
+        self.relu = nn.ReLU()
+        self.conv2 = nn.Conv2d(channels, channels, 3, padding=1)
+        self.bn2 = nn.BatchNorm2d(channels)
+        self.norm1 = nn.LayerNorm(channels)
+        self.attn = nn.MultiheadAttention(channels, 4, batch_first=True)
+        self.norm2 = nn.LayerNorm(channels)
+        self.mlp = nn.Sequential(
+            nn.Linear(channels, 2 * channels), nn.GELU(), nn.Linear(2 * channels, channels)
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.relu(x + self.bn2(self.conv2(self.relu(self.bn1(self.conv1(x))))))
+        batch, channels, height, width = x.shape
+        tokens = x.flatten(2).transpose(1, 2)
+        h = self.norm1(tokens)
+        tokens = tokens + self.attn(h, h, h, need_weights=False)[0]
+        tokens = tokens + self.mlp(self.norm2(tokens))
+        return tokens.transpose(1, 2).reshape(batch, channels, height, width)
+
+
+class ConvTransformer(nn.Module):  # type: ignore[misc]
+    """Stem conv, two residual blocks (conv + attention), a mean-pooled linear head."""
+
+    def __init__(self, channels: int = 32, classes: int = 10) -> None:
+        super().__init__()
+        self.stem = nn.Sequential(
+            nn.Conv2d(3, channels, 3, stride=2, padding=1), nn.BatchNorm2d(channels), nn.ReLU()
+        )
+        self.blocks = nn.Sequential(_ResidualBlock(channels), _ResidualBlock(channels))
+        self.head = nn.Linear(channels, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        features = self.blocks(self.stem(x))
+        return self.head(features.mean(dim=(2, 3)))  # a root-level op: mean
+
+
+def conv_transformer() -> tuple[torch.nn.Module, tuple[Any, ...], dict[str, Any]]:
+    """ConvTransformer (eval) on a (2, 3, 16, 16) input, non-trivial BatchNorm statistics."""
+    torch.manual_seed(0)
+    model = ConvTransformer()
+    for module in model.modules():
+        if isinstance(module, nn.BatchNorm2d):
+            module.running_mean.uniform_(-0.5, 0.5)
+            module.running_var.uniform_(0.5, 1.5)
+    return model.eval(), (torch.randn(2, 3, 16, 16),), {}
+
+
 MODELS: dict[str, Callable[[], tuple[torch.nn.Module, tuple[Any, ...], dict[str, Any]]]] = {
     "mlp": lambda: (*_examples.mlp(), {}),
     "transformer_encoder": lambda: (*_examples.transformer_encoder(), {}),
     "llama": llama,
+    "conv_transformer": conv_transformer,
 }
 
 
@@ -220,6 +276,20 @@ def hlo_survival(program: StableHLOProgram, hlo_text: str) -> tuple[int, int, li
         else:
             misses.append(instruction)
     return len(counted), good, misses
+
+
+def hlo_op_name_coverage(
+    program: StableHLOProgram, hlo_text: str
+) -> tuple[int, int, list[HloInstruction]]:
+    """(computing instructions, those whose op_name names a module path/source node or a
+    root-level node, misses) of optimized HLO text; parameters, constants and tuples aside,
+    broadcasts of constants and XLA's fusions counted."""
+    names = module_paths_and_nodes(program)
+    counted = [i for i in hlo_instructions(hlo_text) if i.opcode not in _NOT_COMPUTING]
+    misses = [
+        i for i in counted if not any(_ends_with_name(part, names) for part in i.op_name.split(";"))
+    ]
+    return len(counted), len(counted) - len(misses), misses
 
 
 def _ends_with_name(op_name: str, names: set[str]) -> bool:

@@ -48,6 +48,9 @@ __all__ = [
     "REPORT_FORMAT",
     "RESERVED_PREFIX",
     "SOURCE_NODE_KEY",
+    "STABLEHLO_FRONTEND_ATTRIBUTES",
+    "STABLEHLO_LOCATION_KEYS",
+    "STABLEHLO_LOCATION_KEYS_FORMAT",
     "STABLEHLO_MODULE_KEY",
     "STABLEHLO_MODULE_TYPE_KEY",
     "STABLEHLO_NODE_KEY",
@@ -148,6 +151,11 @@ STABLEHLO_MODULE_KEY: Final = "modelprov.module"
 STABLEHLO_MODULE_TYPE_KEY: Final = "modelprov.module_type"
 STABLEHLO_TARGET_KEY: Final = "modelprov.target"
 STABLEHLO_STACK_KEY: Final = "modelprov.stack"
+STABLEHLO_FRONTEND_ATTRIBUTES: Final = "mhlo.frontend_attributes"
+"""The op attribute XLA turns into HLO ``frontend_attributes`` (a copy of the keys above)."""
+STABLEHLO_LOCATION_KEYS: Final = "modelprov.keys"
+STABLEHLO_LOCATION_KEYS_FORMAT: Final = "modelprov.keys_format"
+"""Fused-location metadata entries carrying an op's user keys, and their format version."""
 
 # The "format" field of every JSON document modelprov writes.
 TABLE_FORMAT: Final = NODE_SOURCES_KEY

@@ -10,6 +10,7 @@ from modelprov.stablehlo._graph_module import (
     StableHLOGraphModule,
     exported_program_to_stablehlo,
 )
+from modelprov.stablehlo._hlo import HloOp, read_hlo_sources
 from modelprov.stablehlo._program import StableHLOProgram, load_exported
 from modelprov.stablehlo._read import MlirOp, read_mlir_sources
 from modelprov.stablehlo._records import FxNodeInfo, OpRecord
@@ -17,6 +18,7 @@ from modelprov.stablehlo._restore import restore_attributes
 
 __all__ = [
     "FxNodeInfo",
+    "HloOp",
     "MlirOp",
     "OpRecord",
     "StableHLOExportOptions",
@@ -25,6 +27,7 @@ __all__ = [
     "export_stablehlo",
     "exported_program_to_stablehlo",
     "load_exported",
+    "read_hlo_sources",
     "read_mlir_sources",
     "restore_attributes",
 ]

@@ -5,15 +5,20 @@ location is a NameLoc ``"jit(forward)/<node>/<primitive>"`` (wrapping the Python
 The second path component names the node. A FusedLoc names every node of its parts. Ops in
 nested regions (reduce bodies, while/case branches) are walked and labelled the same way; a
 region terminator without a node name takes its parent op's nodes for data-flow purposes.
-Ops whose location names no node (constants JAX hoists with ``loc(unknown)``, the shape
-checks of a dynamic-shape wrapper) are reported, never guessed. With symbolic shapes JAX
+A constant JAX hoists with ``loc(unknown)`` (and an op fed only by such constants) that one
+FX node's ops use is that node's (``_constant_chains``); ops whose location still names no
+node (constants several nodes share, the shape checks of a dynamic-shape wrapper) are
+reported, never guessed. With symbolic shapes JAX
 wraps the lowered function in a ``main`` that checks the input shapes and calls it; its ops
 are marked ``in_wrapper``.
 
 Attributes (discardable, formats in docs/metadata-format.md): ``modelprov.node``,
 ``modelprov.source_node`` (only when it differs), ``modelprov.module``,
 ``modelprov.module_type``, ``modelprov.target``, ``modelprov.stack`` (``StringAttr``\\ s),
-and the user's keys: strings, or ``f64`` / ``i64`` numbers for numeric keys (``_numbers``).
+and the user's keys: strings, or ``f64`` / ``i64`` numbers for numeric keys (``_numbers``);
+the same again in ``mhlo.frontend_attributes`` (for XLA, ``_frontend_attributes``; all
+strings there, numbers in their string form), and the user keys, typed as on the op, in the
+op's location (``_location_keys``).
 
 Scoping is ``core._scoping.KeyScoping``'s, shared with the ONNX exporter: a module-scoped key
 (the default) goes on every op of its module and its submodules; a value-scoped key
@@ -41,6 +46,9 @@ from typing import Any
 from modelprov.core._scoping import KeyScoping, within
 from modelprov.core._sources import Source
 from modelprov.core.policy import MergeContext, Policies
+from modelprov.stablehlo._constant_chains import ChainOp, adopted_nodes
+from modelprov.stablehlo._frontend_attributes import add_frontend_attributes
+from modelprov.stablehlo._location_keys import with_keys
 from modelprov.stablehlo._locations import location_name, relocate, walk_names, with_aliases
 from modelprov.stablehlo._numbers import attribute_value
 from modelprov.stablehlo._records import OpRecord, provenance_attributes
@@ -53,6 +61,7 @@ _LOG = logging.getLogger(__name__)
 _STRUCTURAL = frozenset({"builtin.module", "func.func", "func.return"})
 # Ops that hand values out of a function: a use by one of them leaves every module.
 _FUNCTION_EXITS = frozenset({"func.return", "func.call"})
+_PROVENANCE_PREFIX = "modelprov."
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,6 +90,7 @@ class _Op:
     function: int | None  # index of the enclosing func.func
     nodes: tuple[str, ...]
     location: str
+    adopted: bool = False  # nodes taken from its consumers (_constant_chains)
 
 
 def _location_nodes(location: Any, root: str, known: Mapping[str, object]) -> tuple[list[str], str]:
@@ -93,7 +103,7 @@ def _location_nodes(location: Any, root: str, known: Mapping[str, object]) -> tu
 
     names: dict[str, None] = {}
     label = ""
-    for name, _, stopped in walk_names(ir, location, names_node):
+    for name, _, stopped, _ in walk_names(ir, location, names_node):
         label = label or name
         if stopped:
             names[name.split("/")[1]] = None
@@ -202,7 +212,7 @@ def _op_values(
 
     # JAX caches constants and reuses one across nodes, so a constant used outside its
     # first node's module is no module output: never value-scope constants.
-    is_constant = op.operation.name == "stablehlo.constant"
+    is_constant = op.adopted or op.operation.name == "stablehlo.constant"
 
     def leaves(name: str, module: str) -> bool:
         if is_constant or not flow.leaves_module(op, module):
@@ -267,6 +277,7 @@ def attach(
 
     ops = _collect(module, root, infos)
     flow = _Flow(ops, infos)
+    _adopt_constant_chains(ops, flow, infos)
     scoping = KeyScoping(annotations, policies, output_nodes)
     node_exits: dict[str, set[str]] = {}
     kinds = number_kinds or {}
@@ -291,13 +302,20 @@ def attach(
                 op.operation.attributes[key] = ir.IntegerAttr.get(i64, value)
             else:
                 op.operation.attributes[key] = ir.FloatAttr.get_f64(value)
+        add_frontend_attributes(ir, op.operation, attributes)
     with_ops = {name for op in ops for name in op.nodes}
     aliases = dict(aliases_for(with_ops)) if aliases_for is not None else {}
     if relocate_ops:
         relocate(((op.operation, op.nodes) for op in ops), infos, aliases)
-        for op, _ in planned:
+        for op, attributes in planned:
             if op.nodes:
                 op.location = _provenance_label(op.nodes, infos, aliases)
+                user_keys = {
+                    key: op.operation.attributes[key]
+                    for key in attributes
+                    if not key.startswith(_PROVENANCE_PREFIX)
+                }
+                op.operation.location = with_keys(ir, op.operation.location, user_keys)
 
     wrappers = _wrapper_functions(ops)
     records = _records(module, ops, planned, wrappers)
@@ -305,6 +323,32 @@ def attach(
     _LOG.debug("labelled %d ops, %d unattributed", len(records) - unattributed, unattributed)
     exits = _source_exits(node_exits, infos, aliases)
     return AttachResult(ops=records, aliases=aliases, exits=exits, scoping=scoping)
+
+
+def _adopt_constant_chains(ops: Sequence[_Op], flow: _Flow, infos: Mapping[str, Source]) -> None:
+    """Ops from no FX node fed only by constants take their consumers' nodes."""
+    index_of = {op.operation: op.index for op in ops}
+
+    def producer(value: Any) -> int | None:
+        owner = value.owner
+        operation = getattr(owner, "operation", None)
+        return index_of.get(operation) if operation is not None else None
+
+    chain_ops = [
+        ChainOp(
+            index=op.index,
+            parent=op.parent,
+            nodes=op.nodes,
+            producers=tuple(producer(value) for value in op.operation.operands),
+            users=tuple(flow.users(op)) if not op.nodes else (),
+            labellable=op.operation.name not in _STRUCTURAL | _FUNCTION_EXITS,
+        )
+        for op in ops
+    ]
+    order = {name: n for n, name in enumerate(infos)}
+    for index, nodes in adopted_nodes(chain_ops, order).items():
+        ops[index].nodes = nodes
+        ops[index].adopted = True
 
 
 def _source_exits(

@@ -83,10 +83,108 @@ def test_one_node_per_op_gets_its_provenance() -> None:
     assert 'modelprov.node = "add"' in ops[0].text
 
 
-def test_unknown_location_is_reported_not_guessed() -> None:
-    constant = _attach({}, Policies())[2]
-    assert constant.nodes == ()
-    assert constant.attributes == {}
+def test_a_constant_only_one_node_uses_takes_that_nodes_location() -> None:
+    ops = _attach({"d.inner": {"custom.min": "0.25"}}, Policies({"custom.min": from_output}))
+    constant = ops[2]
+    assert constant.nodes == ("add_2",)
+    assert constant.location == "d.inner/add_2"
+    assert constant.attributes["modelprov.node"] == "add_2"
+    assert "custom.min" not in constant.attributes  # a constant is no module output
+    assert ops[3].attributes["custom.min"] == "0.25"
+
+
+_SHARED = """
+module {
+  func.func public @main(%arg0: tensor<2xf32>) -> tensor<2xf32> {
+    %0 = stablehlo.constant dense<1.0> : tensor<2xf32> loc(unknown)
+    %1 = stablehlo.add %arg0, %0 : tensor<2xf32> loc("jit(forward)/add/add")
+    %2 = stablehlo.add %1, %0 : tensor<2xf32> loc("jit(forward)/add_2/add")
+    %3 = stablehlo.constant dense<2.0> : tensor<2xf32> loc(unknown)
+    return %2 : tensor<2xf32>
+  }
+}
+"""
+
+
+def test_unknown_location_of_a_shared_or_unused_constant_is_reported_not_guessed() -> None:
+    from jax._src.interpreters import mlir
+    from jaxlib.mlir import ir
+
+    with mlir.make_ir_context():
+        module = ir.Module.parse(_SHARED)
+        ops = attach(module, "jit(forward)", _INFOS, {}, Policies()).ops
+    shared, _, _, unused = ops
+    assert shared.nodes == () and shared.attributes == {}  # used by add and add_2
+    assert unused.nodes == () and unused.attributes == {}
+
+
+def test_attributes_are_copied_into_xla_frontend_attributes_and_keys_into_locations() -> None:
+    from jax._src.interpreters import mlir
+    from jaxlib.mlir import ir
+
+    from modelprov.stablehlo._locations import carried_keys
+
+    annotations = {"d.inner": {"custom.min": "0.25", "custom.tag": "x"}}
+    with mlir.make_ir_context():
+        module = ir.Module.parse(_MODULE)
+        attach(module, "jit(forward)", _INFOS, annotations, Policies({"custom.min": from_output}))
+        ops = list(module.body.operations[0].regions[0].blocks[0].operations)
+        add_2 = ops[3]
+        frontend = ir.DictAttr(add_2.attributes["mhlo.frontend_attributes"])
+        names = {str(frontend[i].name): str(frontend[i].attr) for i in range(len(frontend))}
+        assert names["custom.min"] == '"0.25"'
+        assert names["modelprov.node"] == '"add_2"'
+        keys = carried_keys(ir, add_2.location)
+        assert {k: ir.StringAttr(v).value for k, v in keys.items()} == {
+            "custom.min": "0.25",
+            "custom.tag": "x",
+        }
+        printed = str(add_2.location)
+        assert printed.startswith("loc(fused<{modelprov.keys = {")
+        assert "modelprov.keys_format = 1 : i64}>" in printed
+        assert '"d.inner/add_2"' in printed
+        # module-scoped only (not an output of d.inner): custom.tag and no custom.min
+        constant_keys = carried_keys(ir, ops[2].location)
+        assert {k: ir.StringAttr(v).value for k, v in constant_keys.items()} == {"custom.tag": "x"}
+        assert carried_keys(ir, ops[0].location) == {}
+
+
+def test_typed_numbers_go_typed_into_locations_and_as_strings_into_frontend_attributes() -> None:
+    from jax._src.interpreters import mlir
+    from jaxlib.mlir import ir
+
+    from modelprov.stablehlo._locations import carried_keys, decode
+
+    annotations = {"d.inner": {"custom.min": "-0.125", "custom.bits": "4", "custom.tag": "x"}}
+    kinds = {"custom.min": float, "custom.bits": int}
+    with mlir.make_ir_context():
+        module = ir.Module.parse(_MODULE)
+        attach(
+            module,
+            "jit(forward)",
+            _INFOS,
+            annotations,
+            Policies({"custom.min": from_output}),
+            number_kinds=kinds,
+        )
+        add_2 = list(module.body.operations[0].regions[0].blocks[0].operations)[3]
+        assert ir.FloatAttr(add_2.attributes["custom.min"]).value == -0.125
+        assert ir.IntegerAttr(add_2.attributes["custom.bits"]).value == 4
+        frontend = ir.DictAttr(add_2.attributes["mhlo.frontend_attributes"])
+        strings = {
+            str(frontend[i].name): ir.StringAttr(frontend[i].attr).value
+            for i in range(len(frontend))
+        }
+        assert {k: v for k, v in strings.items() if k.startswith("custom.")} == {
+            "custom.min": "-0.125",
+            "custom.bits": "4",
+            "custom.tag": "x",
+        }
+        keys = carried_keys(ir, add_2.location)  # the op's own typed attributes
+        assert keys["custom.min"] == add_2.attributes["custom.min"]
+        assert keys["custom.bits"] == add_2.attributes["custom.bits"]
+        (source,) = decode(ir, add_2.location)
+        assert dict(source.metadata) == {k: strings[k] for k in keys}
 
 
 def test_fused_location_merges_with_the_policies() -> None:

@@ -19,7 +19,9 @@ locations.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import re
+import types
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -27,11 +29,14 @@ from modelprov.core._sources import Source
 from modelprov.core._stack_trace import Frame
 from modelprov.errors import StableHLOError
 from modelprov.stablehlo._frames import is_tool_file
+from modelprov.stablehlo._location_keys import attribute_text, location_keys
 
 __all__ = [
     "MAX_LOCATION_PARTS",
+    "carried_keys",
     "decode",
     "decoder",
+    "keys_reader",
     "located_source",
     "location_name",
     "provenance_location",
@@ -155,42 +160,68 @@ MAX_LOCATION_PARTS = 100_000
 
 
 def walk_names(
-    ir: Any, location: Any, stop: Callable[[str, Any], bool]
-) -> Iterator[tuple[str, Any, bool]]:
-    """Every name in ``location`` breadth first, as ``(name, child location, stopped)``.
+    ir: Any,
+    location: Any,
+    stop: Callable[[str, Any], bool],
+    carried: Callable[[Any], Mapping[str, Any] | None] | None = None,
+) -> Iterator[tuple[str, Any, bool, Mapping[str, Any]]]:
+    """Every name in ``location`` breadth first, as ``(name, child location, stopped, keys)``.
 
     Fused locations give each part, call sites their callee; the walk goes on into the
-    child of a name that ``stop(name, child)`` rejects. Each distinct location is visited
-    once, so the walk is linear in the location's size even when its parts are shared
-    (aliases make a DAG); more than ``MAX_LOCATION_PARTS`` of them raise StableHLOError.
-    The one walker of the readers (:func:`decode`) and of the exporter (``_attach``).
+    child of a name that ``stop(name, child)`` rejects. ``carried(fused)`` (an
+    ``ir.FusedLoc``) says which keys a fused location carries (``_location_keys``), None for
+    none; ``keys`` are those of the fused locations enclosing the name, the innermost's
+    winning (empty without ``carried``). Each distinct location is visited once per set of
+    enclosing carriers (once in all without ``carried``), so the walk is linear in the
+    location's size even when its parts are shared (aliases make a DAG); more than
+    ``MAX_LOCATION_PARTS`` visits, keys handed out and keys merged raise StableHLOError.
+    The one walker of the readers (:func:`decode`, :func:`carried_keys`) and of the
+    exporter (``_attach``).
     """
-    pending = collections.deque([location])
-    seen = {_identity(location)}
+    no_keys: Mapping[str, Any] = types.MappingProxyType({})
+    # Carrier chains as numbers: 0 none, then one per keyed fused location met in a chain.
+    chains: list[Mapping[str, Any]] = [no_keys]
+    pending = collections.deque([(location, 0)])
+    seen = {(_identity(location), 0)}
+    key_parts = 0
+    first_name = ""
     while pending:
-        loc = pending.popleft()
+        loc, chain = pending.popleft()
+        keys = chains[chain]
         typeid = loc.typeid
         children: Iterable[Any] = ()
+        inner = chain
         if typeid == ir.NameLoc.static_typeid:
             name_loc = ir.NameLoc(loc)
             name, child = str(name_loc.name_str), name_loc.child_loc
+            first_name = first_name or name
             stopped = stop(name, child)
-            yield name, child, stopped
+            key_parts += len(keys)
+            yield name, child, stopped, keys
             if not stopped:
                 children = (child,)
         elif typeid == ir.FusedLoc.static_typeid:
-            children = ir.FusedLoc(loc).locations
+            fused = ir.FusedLoc(loc)
+            children = fused.locations
+            own = carried(fused) if carried is not None else None
+            if own:
+                merged = {**keys, **own}
+                key_parts += len(merged)
+                inner = len(chains)
+                chains.append(types.MappingProxyType(merged))
         elif typeid == ir.CallSiteLoc.static_typeid:
             children = (ir.CallSiteLoc(loc).callee,)
         for child in children:
-            key = _identity(child)
+            key = (_identity(child), inner)
             if key not in seen:
                 seen.add(key)
-                pending.append(child)
-        if len(seen) > MAX_LOCATION_PARTS:
+                pending.append((child, inner))
+        if len(seen) + key_parts > MAX_LOCATION_PARTS:
+            # Not the location printed: a shared DAG prints every path (2**n of them).
+            named = f" (the first named {first_name[:80]!r})" if first_name else ""
             raise StableHLOError(
-                f"a location has more than {MAX_LOCATION_PARTS:,} parts ({str(location)[:80]}"
-                "...); pass MLIR whose locations name fewer sources"
+                f"a location has more than {MAX_LOCATION_PARTS:,} parts{named}; pass MLIR "
+                "whose locations name fewer sources"
             )
 
 
@@ -206,22 +237,32 @@ def decode(ir: Any, location: Any) -> list[Source]:
     Fused locations give one entry per named part; call sites are searched on their callee;
     names that are not ``module/node`` (JAX's ``jit(...)`` scopes, argument names) or whose
     frames are the lowering tools' (JAX's own locations) are looked through to their child.
-    Entries are distinct, in order.
+    User keys a fused location carries (``_location_keys``) become the ``metadata`` of the
+    names inside it (as text). Entries are distinct, in order; the same name met twice
+    (fused locations of merged ops) is one entry with the keys of both.
     """
+    is_provenance = _provenance_stop(ir)
 
-    def is_provenance(name: str, child: Any) -> bool:
-        return _NAME.match(name) is not None and _is_frame_chain(ir, child)
+    def texts(fused: Any) -> dict[str, str] | None:
+        carried = location_keys(ir, fused)
+        if not carried:
+            return None
+        found = {key: attribute_text(ir, value) for key, value in carried.items()}
+        return {key: text for key, text in found.items() if text is not None}
 
-    found: dict[tuple[str, str, tuple[Frame, ...]], Source] = {}
-    for name, child, stopped in walk_names(ir, location, is_provenance):
+    found: dict[tuple[str, str, tuple[Frame, ...]], tuple[Source, dict[str, str]]] = {}
+    for name, child, stopped, keys in walk_names(ir, location, is_provenance, texts):
         if stopped:
             match = _NAME.match(name)
             assert match is not None
             frames = _frames(ir, child)
             key = (match["module"] or "", match["node"], frames)
-            if key not in found:
-                found[key] = located_source(*key)
-    return list(found.values())
+            entry = found.get(key)
+            if entry is None:
+                entry = found[key] = (located_source(*key), {})
+            for user_key, value in keys.items():  # the first met wins
+                entry[1].setdefault(user_key, value)
+    return [_with_metadata(source, keys) if keys else source for source, keys in found.values()]
 
 
 def decoder(ir: Any) -> Callable[[Any], list[Source]]:
@@ -236,6 +277,48 @@ def decoder(ir: Any) -> Callable[[Any], list[Source]]:
         return list(found)
 
     return decode_once
+
+
+def carried_keys(ir: Any, location: Any) -> dict[str, Any]:
+    """Every user key the provenance names in ``location`` carry (``_location_keys``; name
+    -> ``ir.Attribute``, typed as written): names in walk order, the first name's value
+    winning, and for one name its innermost carrier's. Walked by :func:`walk_names`."""
+
+    def keys_of(fused: Any) -> dict[str, Any] | None:
+        return location_keys(ir, fused)
+
+    found: dict[str, Any] = {}
+    for _, _, _, keys in walk_names(ir, location, _provenance_stop(ir), keys_of):
+        for key, value in keys.items():
+            found.setdefault(key, value)
+    return found
+
+
+def keys_reader(ir: Any) -> Callable[[Any], dict[str, Any]]:
+    """:func:`carried_keys` for many ops: a location shared by ops is read once."""
+    cache: dict[Any, dict[str, Any]] = {}
+
+    def read_once(location: Any) -> dict[str, Any]:
+        key = _identity(location)
+        found = cache.get(key)
+        if found is None:
+            found = cache[key] = carried_keys(ir, location)
+        return dict(found)
+
+    return read_once
+
+
+def _provenance_stop(ir: Any) -> Callable[[str, Any], bool]:
+    """Where the walk stops: at a name that is provenance (``module/node`` over user frames)."""
+
+    def is_provenance(name: str, child: Any) -> bool:
+        return _NAME.match(name) is not None and _is_frame_chain(ir, child)
+
+    return is_provenance
+
+
+def _with_metadata(entry: Source, keys: Mapping[str, str]) -> Source:
+    return dataclasses.replace(entry, metadata=types.MappingProxyType(dict(keys)))
 
 
 def _is_frame_chain(ir: Any, location: Any) -> bool:

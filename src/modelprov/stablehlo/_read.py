@@ -67,9 +67,11 @@ def sources_from(
     """Sources from decoded locations, completed by the ``modelprov.*`` attributes.
 
     Without a provenance location, the attributes alone give one source (when they name a
-    node). Each source's ``id`` is the node of the user's torch.export program (the id ONNX
-    exports of the same program write under ``pkg.modelprov.source_node``). User keys go
-    into ``Source.metadata`` in their string form, as in ONNX (``2.5`` as ``"2.5"``).
+    node). A source's user keys are those its location carries (``_location_keys``), the
+    op's own user-key attributes winning. Each source's ``id`` is the node of the user's
+    torch.export program (the id ONNX exports of the same program write under
+    ``pkg.modelprov.source_node``). User keys go into ``Source.metadata`` in their string
+    form, as in ONNX (``2.5`` as ``"2.5"``).
     """
     text = {key: attribute_text(value) for key, value in attributes.items()}
     user = {k: v for k, v in text.items() if not k.startswith("modelprov.")}
@@ -94,7 +96,7 @@ def sources_from(
             module_type=module_type if single else "",
             target=target if single else "",
             stack_trace=_trace(entry.call_stack),
-            metadata=types.MappingProxyType(dict(user)),
+            metadata=types.MappingProxyType({**entry.metadata, **user}),
         )
         for entry in located
     )

@@ -7,8 +7,9 @@ source node, user frames), so the attributes those determine can be rebuilt from
 ``modelprov.source_node``, ``modelprov.module`` and ``modelprov.stack``. Every attribute on
 which the surviving ops with the same location agree (``modelprov.node``,
 ``modelprov.module_type``, ``modelprov.target`` too) is copied from them instead. User keys
-(``custom.*``) are not restored: a value-scoped key belongs only on a module's output ops,
-which a location cannot tell.
+(``custom.*``) come back from the locations that carry them (``_location_keys``): export
+writes into each op's location exactly the user keys the policies gave that op, value-scoped
+ones only on a module's output ops, so any op missing one of its location's keys gets it.
 
 Measured on nn.TransformerEncoder and a 2-layer Llama: canonicalize + CSE run on the module
 itself create no op without attributes whose location names a source; the ops found without
@@ -30,7 +31,7 @@ from modelprov.core.keys import STABLEHLO_TARGET_KEY as TARGET_KEY
 from modelprov.errors import StableHLOError
 from modelprov.onnx._source_nodes import format_source_nodes
 from modelprov.stablehlo._bytecode_text import mlir_text
-from modelprov.stablehlo._locations import decoder
+from modelprov.stablehlo._locations import decoder, keys_reader
 from modelprov.stablehlo._mlir_input import MlirInput, load_mlir
 
 __all__ = ["restore_attributes"]
@@ -76,26 +77,44 @@ def restore_attributes(mlir: MlirInput, *, generic: bool = False) -> str:
 
         module.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
         # Hashes of ir.Operation change once an attribute is set: read everything first.
-        donors: dict[tuple[tuple[str, str], ...], list[dict[str, str]]] = {}
+        donors: dict[tuple[object, ...], list[dict[str, str]]] = {}
         missing: list[tuple[Any, list[Source]]] = []
+        keyed: list[tuple[Any, dict[str, Any]]] = []
         decode = decoder(ir)
+        carried_keys = keys_reader(ir)
         for op in operations:
             located = decode(op.location)
             if not located:
                 continue
             attributes = _string_attributes(ir, op)
+            keys = {
+                key: value
+                for key, value in carried_keys(op.location).items()
+                if key not in op.attributes
+            }
+            if keys:
+                keyed.append((op, keys))
             if NODE_KEY in attributes:
-                donors.setdefault(_named(located), []).append(attributes)
+                donors.setdefault(_donor_key(op, located), []).append(attributes)
             else:
                 missing.append((op, located))
         for op, located in missing:
-            for key, value in _rebuilt(located, donors.get(_named(located), [])).items():
+            for key, value in _rebuilt(located, donors.get(_donor_key(op, located), [])).items():
                 op.attributes[key] = ir.StringAttr.get(value)
+        for op, keys in keyed:
+            for key, attribute in keys.items():
+                op.attributes[key] = attribute
         return str(module.operation.get_asm(enable_debug_info=True, print_generic_op_form=generic))
 
 
-def _named(located: list[Source]) -> tuple[tuple[str, str], ...]:
-    return tuple((entry.module_path, entry.id) for entry in located)
+def _donor_key(op: Any, located: list[Source]) -> tuple[object, ...]:
+    """Ops that may lend attributes to each other: the same sources in their location and,
+    for constants, the same value (a constant takes the location of the one FX node using
+    it, and two constants of one source may come from two of its FX nodes)."""
+    named = tuple((entry.module_path, entry.id) for entry in located)
+    if op.name.endswith(".constant") and "value" in op.attributes:
+        return (named, str(op.name), str(op.attributes["value"]))
+    return (named,)
 
 
 def _rebuilt(located: list[Source], same: list[dict[str, str]]) -> dict[str, str]:
