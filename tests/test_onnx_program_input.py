@@ -34,6 +34,7 @@ _NOT_ONNX_MODEL_READERS = {
     "export_stablehlo",
     "stablehlo.exported_program_to_stablehlo",
     "stablehlo.read_mlir_sources",
+    "stablehlo.read_hlo_sources",
     "stablehlo.restore_attributes",
     "stablehlo.FxNodeInfo",
     "Policies",
