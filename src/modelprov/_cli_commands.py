@@ -21,7 +21,14 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from modelprov import _progress
-from modelprov._cli_spec import Command, Exclusive, OptionsOf, argument, option_values
+from modelprov._cli_spec import (
+    Command,
+    Exclusive,
+    OptionsOf,
+    argument,
+    option_values,
+    whole_number_at_least_one,
+)
 from modelprov._cli_torch_onnx import (
     ONNX_ONLY,
     TORCH_ONNX_OPTIONS,
@@ -796,13 +803,7 @@ def _policies_file(path: str) -> Policies:
 
 
 def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is not positive; give 1 or more")
-    return value
+    return whole_number_at_least_one(text)
 
 
 def _recall(text: str) -> float:

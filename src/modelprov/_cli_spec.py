@@ -262,3 +262,14 @@ def add_commands(
         )
         if complete:
             sub.complete()
+
+
+def whole_number_at_least_one(text: str, *, hint: str = "positive") -> int:
+    """A flag's value as an int >= 1; argparse reports anything else, saying ``hint``."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not {hint}; give 1 or more")
+    return value

@@ -18,7 +18,7 @@ import os
 import re
 from typing import Any
 
-from modelprov._cli_spec import Exclusive, argument
+from modelprov._cli_spec import Exclusive, argument, whole_number_at_least_one
 from modelprov.errors import UsageError
 
 __all__ = [
@@ -33,13 +33,7 @@ __all__ = [
 
 
 def _opset(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is not an opset; give 1 or more, e.g. 18")
-    return value
+    return whole_number_at_least_one(text, hint="an opset (e.g. 18)")
 
 
 TORCH_ONNX_OPTIONS = (

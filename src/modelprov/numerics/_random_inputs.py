@@ -7,6 +7,7 @@ import onnx_ir as ir
 
 from modelprov.errors import UsageError
 from modelprov.numerics._onnx_values import graph_input_names
+from modelprov.onnx._correspondence_run import random_array
 
 __all__ = ["random_inputs"]
 
@@ -27,11 +28,6 @@ def random_inputs(model: ir.Model, generator: np.random.Generator) -> tuple[np.n
                 f"graph input {value.name!r} has no element type or shape; give --inputs"
             )
         shape = tuple(d if isinstance(d, int) else _SYMBOLIC_SIZE for d in value.shape)
-        dtype = value.dtype.numpy()
-        if value.dtype.is_floating_point():
-            arrays.append(generator.standard_normal(shape).astype(dtype))
-        elif value.dtype == ir.DataType.BOOL:
-            arrays.append(generator.integers(0, 2, shape).astype(bool))
-        else:
-            arrays.append(generator.integers(0, 10, shape).astype(dtype))
+        dtype = np.dtype(value.dtype.numpy())
+        arrays.append(random_array(generator, dtype, shape, integers_below=10))
     return tuple(arrays)

@@ -330,7 +330,7 @@ def _feeds(
         shape = _shape(old.shape, new.shape, sizes)
         if shape is None:
             return f"graph input {new.name!r} has shape {new.shape}, the original's {old.shape}"
-        value = _random(generator, np.dtype(dtype), shape)
+        value = random_array(generator, np.dtype(dtype), shape)
         original_feed[old.name] = value
         optimized_feed[new.name] = value
     return original_feed, optimized_feed
@@ -351,11 +351,19 @@ def _shape(old: Sequence[object], new: Sequence[object], sizes: dict[str, int]) 
     return shape
 
 
-def _random(generator: np.random.Generator, dtype: np.dtype[Any], shape: list[int]) -> np.ndarray:
+def random_array(
+    generator: np.random.Generator,
+    dtype: np.dtype[Any],
+    shape: Sequence[int],
+    *,
+    integers_below: int = 2,
+) -> np.ndarray:
+    """Random values of a graph input: floats standard normal, booleans random, integers in
+    ``[0, integers_below)`` (small, so that index inputs stay in range)."""
     if dtype == np.bool_:
         return generator.integers(0, 2, size=shape).astype(np.bool_)
     if np.issubdtype(dtype, np.integer):
-        return generator.integers(0, 2, size=shape).astype(dtype)
+        return generator.integers(0, integers_below, size=shape).astype(dtype)
     return generator.standard_normal(size=shape).astype(dtype)
 
 
