@@ -172,7 +172,9 @@ def _detach_attribute_tensors(model: ir.Model) -> None:
                 proto.CopyFrom(tensor.raw)
                 node.attributes[name] = ir.AttrTensor(name, ir.serde.TensorProtoTensor(proto))
                 continue
-            data = tensor.raw if isinstance(tensor, ir.Tensor) else tensor.numpy()
+            # A plain ir.Tensor's raw array is shared; a subclass's raw object (torch's
+            # Parameter in a TorchTensor) is read through its own numpy(), which detaches it.
+            data = tensor.raw if type(tensor) is ir.Tensor else tensor.numpy()
             own = ir.Tensor(
                 data,
                 dtype=tensor.dtype,
