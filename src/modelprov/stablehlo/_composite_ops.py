@@ -3,7 +3,8 @@
 Runs on the module ``export_stablehlo(..., composites=True)`` lowered (``_composites``):
 
 - before ``_attach`` (:func:`locate_composites`): JAX puts a composite in the scope of its
-  group's first FX node; it computes all the group's nodes, so its location names each;
+  group's first FX node; it returns the values of the group's output nodes, so its
+  location names those;
 - after it (:func:`finish_composites`): ``modelprov.aten_schema`` on each decomposition,
   then one function per distinct body (:func:`share_decompositions`): decompositions with
   the same ops, operand wiring, types and attributes (locations and ``modelprov.*``
@@ -348,10 +349,12 @@ def _first_line(operation: Any, state: Any) -> str:
 
 
 def locate_composites(module: Any, plan: CompositePlan, root: str) -> None:
-    """Give each composite op the location of every node of its group (before ``_attach``).
+    """Give each composite op the location of the nodes whose values it returns (before
+    ``_attach``).
 
     JAX places the op in the scope of the group's first node (``<root>/<first>/composite``);
-    the op computes all the group's nodes, so its location becomes a fused one naming each.
+    its results are the values of the group's output nodes, so its location names those
+    (the ops of its decomposition name every node of the group).
     """
     from jaxlib.mlir import ir
 
@@ -365,7 +368,7 @@ def locate_composites(module: Any, plan: CompositePlan, root: str) -> None:
             continue
         tail = "/".join(parts[2:])
         located = [
-            ir.Location.name(f"{root}/{node}/{tail}", childLoc=child) for node in group.nodes
+            ir.Location.name(f"{root}/{node}/{tail}", childLoc=child) for node in group.outputs
         ]
         op.location = located[0] if len(located) == 1 else ir.Location.fused(located)
 
