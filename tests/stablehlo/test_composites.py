@@ -400,3 +400,13 @@ def test_compare_reads_each_composite_as_its_calls_value() -> None:
     compared = {row.node.split("#")[0] for row in report.rows}
     assert compared == {"stablehlo.composite"}
     assert len(report.rows) >= len(composites_of(program)[0])
+
+
+def test_symbolic_shapes_are_refused_with_composites() -> None:
+    from modelprov.errors import StableHLOError
+
+    batch = torch.export.Dim("batch", min=1, max=64)
+    with pytest.raises(StableHLOError, match="composites=True needs static shapes"):
+        export_stablehlo(
+            nn.Linear(8, 4), (torch.randn(3, 8),), dynamic_shapes=({0: batch},), composites=True
+        )

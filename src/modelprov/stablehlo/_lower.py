@@ -198,6 +198,14 @@ def lower(
     states = exported_program_states(program)
     weights = tuple(env.t2j_copy(states))
     avals = torchax_export.extract_avals(program)
+    if plan is not None and any(
+        not isinstance(size, int) for aval in avals for size in getattr(aval, "shape", ())
+    ):
+        raise StableHLOError(
+            "composites=True needs static shapes (jax.lax.composite does not lower with "
+            f"symbolic dimensions in jax {jax.__version__}); export without dynamic_shapes, "
+            "or without composites"
+        )
     interpreter_class = _make_interpreter_class(torchax)
     num_mutations = len(program.graph_signature.buffers_to_mutate)
     graph_module = program.graph_module
