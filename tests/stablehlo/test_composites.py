@@ -410,3 +410,28 @@ def test_symbolic_shapes_are_refused_with_composites() -> None:
         export_stablehlo(
             nn.Linear(8, 4), (torch.randn(3, 8),), dynamic_shapes=({0: batch},), composites=True
         )
+
+
+def test_seed003_ranges_reach_xla_and_iree_through_composites() -> None:
+    import jax
+
+    import modelprov
+    from modelprov import _examples
+    from modelprov.stablehlo import read_hlo_sources, read_mlir_sources
+
+    model, args = _examples.mlp()
+    ranges = modelprov.calibrate(model, [args, args])
+    program = export_stablehlo(model, args, annotations=ranges, composites=True)
+    ranged = [op for op in program.ops if "custom.max" in op.attributes]
+    # each layer's composite and the op its decomposition returns
+    assert sorted(op.op_name for op in ranged) == sorted(
+        ["stablehlo.composite"] * 3 + ["stablehlo.add", "stablehlo.maximum", "stablehlo.add"]
+    )
+    compiled = jax.jit(program.exported.call).lower(program.weights, (args[0].numpy(),)).compile()
+    hlo = read_hlo_sources(compiled.as_text())
+    modules = {op.attributes.get("modelprov.module") for op in hlo if "custom.max" in op.attributes}
+    assert modules == {"0", "1", "2"}
+    pytest.importorskip("iree.compiler")
+    flow = _downstream.iree_flow(program)
+    found = {s.module_path for op in read_mlir_sources(flow) for s in op.sources if s.metadata}
+    assert found >= {"0", "2"}
