@@ -194,9 +194,12 @@ def check_composites(
     with torch.no_grad():
         expected = model(*args, **kwargs)
     expected = getattr(expected, "last_hidden_state", expected)
-    got = program.run(*args, **kwargs)[0]
-    np.testing.assert_allclose(got, expected.numpy(), rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(got, plain.run(*args, **kwargs)[0], rtol=0, atol=1e-6)
+    references = expected if isinstance(expected, tuple) else (expected,)
+    got, baseline = program.run(*args, **kwargs), plain.run(*args, **kwargs)
+    assert len(got) == len(references) == len(baseline)
+    for value, reference, plain_value in zip(got, references, baseline, strict=True):
+        np.testing.assert_allclose(value, reference.numpy(), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(value, plain_value, rtol=0, atol=1e-6)
     assert program.coverage == pytest.approx(1.0, abs=0.05)
     return program, composites, computing
 
@@ -435,3 +438,23 @@ def test_seed003_ranges_reach_xla_and_iree_through_composites() -> None:
     flow = _downstream.iree_flow(program)
     found = {s.module_path for op in read_mlir_sources(flow) for s in op.sources if s.metadata}
     assert found >= {"0", "2"}
+
+
+class _SameOpsOtherCalls(nn.Module):  # type: ignore[misc]
+    """view and reshape lower to the same op; zeros_like reads only its input's shape."""
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        y = torch.relu(x) + 1
+        flat = y.view(2, 12) * 2 + y.reshape(2, 12)
+        return flat + torch.zeros_like(flat), x.new_ones(3)
+
+
+def test_equal_bodies_of_different_aten_calls_stay_apart_and_unread_operands_are_kept() -> None:
+    _, composites, computing = check_composites(
+        _SameOpsOtherCalls().eval(), (torch.randn(2, 3, 4),)
+    )
+    assert len(composites) == len(computing)
+    by_name = {c.name: c.decomposition for c in composites}
+    assert by_name["aten.view.default"] != by_name["aten.reshape.default"]
+    zeros = next(c for c in composites if c.name == "aten.zeros_like.default")
+    assert zeros.operands == 1  # its input, though the body reads only the shape

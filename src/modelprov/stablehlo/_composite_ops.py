@@ -130,6 +130,8 @@ def _body_key(function: Any) -> str:
     locations and ``modelprov.*`` attributes aside (user keys count)."""
     numbering: dict[Any, int] = {}
     lines: list[str] = [str(function.attributes["function_type"])]
+    if STABLEHLO_ATEN_SCHEMA_KEY in function.attributes:  # the same ops for another ATen op
+        lines.append(str(function.attributes[STABLEHLO_ATEN_SCHEMA_KEY]))
 
     def number(value: Any) -> int:
         found = numbering.get(value)

@@ -92,9 +92,13 @@ def _make_interpreter_class(torchax: Any) -> type:
         def __init__(
             self, graph_module: torch.fx.GraphModule, plan: CompositePlan | None = None
         ) -> None:
+            # A composite's operands may be values its decomposed nodes do not read
+            # (zeros_like's input): keep every value (tracers are abstract, small).
             super().__init__(graph_module)
+            self.garbage_collect_values = plan is None
             self.plan = plan
             self.group_values: dict[str, Any] = {}
+            self.nodes_by_name = {node.name: node for node in self.graph.nodes}
             # torch.fx rewrites the args of any exception with its own trace; ours say it all.
             self.extra_traceback = False
 
@@ -119,7 +123,7 @@ def _make_interpreter_class(torchax: Any) -> type:
             return self._run_scoped(n, lambda: super(ScopedJaxInterpreter, self).run_node(n))
 
         def _run_group(self, group: CompositeGroup, first: torch.fx.Node) -> Any:
-            nodes = {node.name: node for node in self.graph.nodes}
+            nodes = self.nodes_by_name
 
             def run_member(name: str, value_of: Callable[[str], Any]) -> Any:
                 node = nodes[name]
