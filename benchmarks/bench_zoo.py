@@ -46,7 +46,6 @@ import os
 import sys
 import time
 import warnings
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -55,186 +54,13 @@ import onnx_ir as ir
 import torch
 
 import modelprov
+from benchmarks._zoo_cases import CASES, Case
 from modelprov.onnx import _tools
 from tests._call_checks import check_calls, inline_mismatches
 from tests._regions import check_regions
 
-Builder = Callable[[], tuple[torch.nn.Module, tuple[torch.Tensor, ...]]]
-
-SEQUENCE = 8
-IMAGE = 32
-
-
-class _Hidden(torch.nn.Module):
-    """Calls a transformers model and returns one tensor (the last hidden state)."""
-
-    def __init__(self, model: torch.nn.Module, keyword: str) -> None:
-        super().__init__()
-        self.model = model
-        self.keyword = keyword
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        output = self.model(**{self.keyword: x})
-        return output.last_hidden_state  # type: ignore[no-any-return]
-
-
-def _text(model: torch.nn.Module) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
-    return _Hidden(model, "input_ids").eval(), (torch.randint(0, 100, (1, SEQUENCE)),)
-
-
-def _image(model: torch.nn.Module) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
-    return _Hidden(model, "pixel_values").eval(), (torch.randn(1, 3, IMAGE, IMAGE),)
-
-
-def bert() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
-    import transformers as t
-
-    config = t.BertConfig(
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=64,
-        vocab_size=100,
-        max_position_embeddings=64,
-    )
-    return _text(t.BertModel(config, add_pooling_layer=False))
-
-
-def distilbert() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
-    import transformers as t
-
-    config = t.DistilBertConfig(
-        dim=32, n_layers=2, n_heads=4, hidden_dim=64, vocab_size=100, max_position_embeddings=64
-    )
-    return _text(t.DistilBertModel(config))
-
-
-def vit() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
-    import transformers as t
-
-    config = t.ViTConfig(
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=64,
-        image_size=IMAGE,
-        patch_size=8,
-    )
-    return _image(t.ViTModel(config, add_pooling_layer=False))
-
-
-def _decoder(
-    config_class: str, model_class: str
-) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
-    """A 2-layer, 32-wide decoder of a Llama-like family (grouped-query attention)."""
-    import transformers as t
-
-    config = getattr(t, config_class)(
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        vocab_size=100,
-        max_position_embeddings=64,
-        use_cache=False,
-    )
-    return _text(getattr(t, model_class)(config))
-
-
-def llama() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
-    return _decoder("LlamaConfig", "LlamaModel")
-
-
-def qwen2() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
-    return _decoder("Qwen2Config", "Qwen2Model")
-
-
-def t5_encoder() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
-    import transformers as t
-
-    # Eager attention: the SDPA path's view after a transpose does not decompose for export.
-    config = t.T5Config(
-        d_model=32,
-        d_kv=8,
-        d_ff=64,
-        num_layers=2,
-        num_heads=4,
-        vocab_size=100,
-        attn_implementation="eager",
-    )
-    return _text(t.T5EncoderModel(config))
-
-
-def whisper_encoder() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
-    import transformers as t
-
-    config = t.WhisperConfig(
-        d_model=32,
-        encoder_layers=2,
-        encoder_attention_heads=4,
-        encoder_ffn_dim=64,
-        decoder_layers=1,
-        decoder_attention_heads=4,
-        decoder_ffn_dim=64,
-        num_mel_bins=16,
-        max_source_positions=16,
-    )
-    encoder = t.WhisperModel(config).get_encoder()
-    return _Hidden(encoder, "input_features").eval(), (torch.randn(1, 16, 32),)
-
-
-def resnet() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
-    import transformers as t
-
-    config = t.ResNetConfig(
-        embedding_size=16, hidden_sizes=[16, 32], depths=[1, 1], layer_type="basic"
-    )
-    return _image(t.ResNetModel(config))
-
-
-def convnext() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
-    import transformers as t
-
-    config = t.ConvNextConfig(hidden_sizes=[16, 32], depths=[1, 1], num_stages=2)
-    return _image(t.ConvNextModel(config))
-
-
-def swin() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
-    import transformers as t
-
-    config = t.SwinConfig(
-        image_size=IMAGE,
-        patch_size=4,
-        embed_dim=16,
-        depths=[1, 1],
-        num_heads=[2, 4],
-        window_size=4,
-        attn_implementation="eager",  # as for T5
-    )
-    return _image(t.SwinModel(config, add_pooling_layer=False))
-
-
-def mobilenet_v2() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
-    import transformers as t
-
-    config = t.MobileNetV2Config(image_size=IMAGE, depth_multiplier=0.35)
-    return _image(t.MobileNetV2Model(config, add_pooling_layer=False))
-
-
-MODELS: dict[str, Builder] = {
-    "bert": bert,
-    "distilbert": distilbert,
-    "vit": vit,
-    "llama": llama,
-    "qwen2": qwen2,
-    "t5-encoder": t5_encoder,
-    "whisper-encoder": whisper_encoder,
-    "resnet": resnet,
-    "convnext": convnext,
-    "swin": swin,
-    "mobilenet-v2": mobilenet_v2,
-}
+MODELS: dict[str, Case] = CASES
+"""The zoo (benchmarks/_zoo_cases.py): name -> case."""
 
 TOOLS: dict[str, tuple[str, dict[str, Any]]] = {
     "onnxsim": ("onnxsim", {}),
@@ -252,13 +78,17 @@ def _cached_export(name: str, cache: str) -> tuple[ir.Model, list[np.ndarray]]:
     tag = f"{name}-torch{torch.__version__}-tf{transformers.__version__}".replace("+", "_")
     path = os.path.join(cache, f"{tag}.onnx")
     torch.manual_seed(0)
-    module, args = MODELS[name]()
+    case = MODELS[name]
+    module, args = case.build()
     inputs = [arg.numpy() for arg in args]
     if os.path.exists(path):
         return ir.load(path), inputs
+    shapes = case.dynamic_shapes() if case.dynamic_shapes is not None else None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        program = torch.onnx.export(module, args, dynamo=True, optimize=False, verbose=False)
+        program = torch.onnx.export(
+            module, args, dynamo=True, optimize=False, verbose=False, dynamic_shapes=shapes
+        )
     os.makedirs(cache, exist_ok=True)
     partial = f"{path}.partial"
     ir.save(program.model, partial)
