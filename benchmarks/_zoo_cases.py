@@ -585,19 +585,22 @@ def inplace() -> Example:
 
 
 class _RunningMean(torch.nn.Module):
-    """A buffer updated in place on every call (its new value is an extra graph output)."""
+    """A buffer updated in place on every call (its new value is an extra graph output).
+
+    Not named ``mean``: torch.onnx 2.13 then names the ReduceMean's output ``mean`` too, and
+    its model redeclares the initializer's name (invalid; onnx_ir refuses to load it)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.linear = torch.nn.Linear(16, 16)
-        self.register_buffer("mean", torch.zeros(16))
+        self.register_buffer("running", torch.zeros(16))
         self.register_buffer("calls", torch.zeros((), dtype=torch.int64))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         hidden = self.linear(x)
-        self.mean.mul_(0.9).add_(hidden.mean(dim=0) * 0.1)
+        self.running.mul_(0.9).add_(hidden.mean(dim=0) * 0.1)
         self.calls.add_(1)
-        return hidden - self.mean
+        return hidden - self.running
 
 
 def buffer_mutation() -> Example:

@@ -110,7 +110,7 @@ def _cached_export(name: str, cache: str) -> tuple[ir.Model, list[np.ndarray]]:
     partial = f"{path}.partial"
     ir.save(program.model, partial)
     os.replace(partial, path)
-    return program.model, inputs
+    return ir.load(path), inputs  # as every later run sees it
 
 
 def _row(
@@ -302,13 +302,24 @@ def _sweep_model(
 
 
 def sweep(
-    models: list[str], tools: list[str], cache: str, repeat: int = 3
+    models: list[str], tools: list[str], cache: str, repeat: int = 3, table: str | None = None
 ) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
     """Every ONNX step on every model: one row per model and step (a failed step's row
-    holds its error), and per model the figures of the summary table."""
+    holds its error), and per model the figures of the summary table (written to ``table``
+    after each model when given)."""
     rows: list[dict[str, Any]] = []
-    summary = {name: _sweep_model(name, tools, cache, repeat, rows) for name in models}
+    summary: dict[str, dict[str, Any]] = {}
+    for name in models:
+        summary[name] = _sweep_model(name, tools, cache, repeat, rows)
+        if table:  # the table so far, for whoever reads it while the sweep runs
+            _write_table(table, summary_table(summary, tools, {}), failures(rows))
     return rows, summary
+
+
+def _write_table(path: str, table: str, found: list[str]) -> None:
+    with open(f"{path}.partial", "w", encoding="utf-8") as file:
+        file.write(table + "\n\nfailures:\n" + "\n".join(found) + "\n")
+    os.replace(f"{path}.partial", path)
 
 
 def stablehlo(models: list[str]) -> dict[str, str]:
@@ -460,7 +471,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown model or tool: {', '.join(unknown)}")
     print(_HEADER)
-    rows, summary = sweep(models, tools, args.cache, args.repeat)
+    rows, summary = sweep(models, tools, args.cache, args.repeat, args.table)
     lowered = {} if args.no_stablehlo else stablehlo(models)
     measured = [row for row in rows if "error" not in row]
     for step in dict.fromkeys(row["step"] for row in measured):
@@ -475,9 +486,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n{len(found)} failures (model step: node: claimed source, or the step's error):")
     print("\n".join(found))
     if args.table:
-        with open(f"{args.table}.partial", "w", encoding="utf-8") as file:
-            file.write(table + "\n\nfailures:\n" + "\n".join(found) + "\n")
-        os.replace(f"{args.table}.partial", args.table)
+        _write_table(args.table, table, found)
     errors = len(rows) - len(measured)
     return 0 if total_out == 0 and total_wrong == 0 and worst == 1.0 and not errors else 1
 
