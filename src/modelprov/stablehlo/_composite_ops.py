@@ -42,6 +42,7 @@ __all__ = [
     "decomposition_callers",
     "finish_composites",
     "locate_composites",
+    "set_schemas",
     "share_decompositions",
 ]
 
@@ -229,11 +230,12 @@ def share_decompositions(
 
     removed: set[int] = set()
     replaced: dict[int, OpRecord] = {}
+    order = {name: n for n, name in enumerate(infos)}
     for names in shared:
         kept, others = names[0], names[1:]
         for slot, position in enumerate(bodies[kept]):
             copies = [records[bodies[name][slot]] for name in names]
-            merged = _merged(ir, labelled[position], copies, infos, aliases, policies)
+            merged = _merged(ir, labelled[position], copies, infos, aliases, policies, order)
             if merged is not None:
                 replaced[position] = merged
         state = ir.AsmState(functions[kept])
@@ -263,10 +265,10 @@ def _merged(
     infos: Mapping[str, Source],
     aliases: Mapping[str, tuple[Source, ...]],
     policies: Policies,
+    order: Mapping[str, int],
 ) -> OpRecord | None:
     """Give ``operation`` (the kept copy) the provenance of all ``copies``; its record
-    (None: it already has it)."""
-    order = {name: n for n, name in enumerate(infos)}
+    (None: it already has it). ``order``: FX node name -> its position in the graph."""
     nodes = tuple(sorted({n for copy in copies for n in copy.nodes}, key=order.__getitem__))
     first = copies[0]
     if not nodes or nodes == first.nodes:

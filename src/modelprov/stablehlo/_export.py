@@ -61,7 +61,8 @@ def export_stablehlo(
     module paths the program records); the result is the same as for the module it came from.
 
     Raises MissingDependencyError without jax/torchax, AnnotationError for an unknown module
-    path, StableHLOError (naming the FX node and its source line) when lowering fails.
+    path, StableHLOError (naming the FX node and its source line) when lowering fails, and
+    StableHLOError for ``composites=True`` with symbolic shapes.
     """
     import_torchax()  # fail before the slow torch.export when the extra is missing
     chosen = DEFAULT_POLICIES if policies is None else policies
