@@ -105,14 +105,17 @@ def _zoo_models() -> dict[str, Builder]:
 
 
 def _zoo_export(name: str, cache: str) -> ir.Model:
-    """A zoo model's plain export, cached as bench_zoo caches its own."""
+    """A zoo model's plain export, cached as bench_zoo caches its own (the outliers under
+    names of their own)."""
     from benchmarks.bench_zoo import MODELS, _cached_export
 
     if name in MODELS:
         return _cached_export(name, cache)[0]
     import transformers
 
-    tag = f"{name}-torch{torch.__version__}-tf{transformers.__version__}".replace("+", "_")
+    # Named apart from bench_zoo's files: its own model of that name may differ.
+    version = f"torch{torch.__version__}-tf{transformers.__version__}".replace("+", "_")
+    tag = f"bench_optimize-{name}-{version}"
     path = os.path.join(cache, f"{tag}.onnx")
     if os.path.exists(path):
         return ir.load(path)
