@@ -16,8 +16,7 @@ the median of its per-repetition ratios (each pair ran back to back, under the s
 the ratio of the fastest runs (least disturbed by other processes), and the medians over the
 models (target <= 1.05, issue 12), with the 90 % interval of that median when each model's
 repetitions are drawn again with replacement (how far this machine's noise moves it).
-The zoo holds bench_zoo's models and MobileViT and SegFormer (tiny, from transformers
-configs, random weights; the outliers issue 24 found), each model's worst ratio printed too.
+Each model's 90 % interval is printed too, and the highest ratio (target <= 1.05 on each).
 
 ``--proto``: the README's path. ``modelprov.optimize(ModelProto)`` against
 ``onnxscript.optimizer.optimize(ModelProto)`` on GPT-2 with its weights in the proto: CPU
@@ -37,7 +36,6 @@ import json
 import logging
 import os
 import random
-import resource
 import statistics
 import subprocess
 import sys
@@ -58,76 +56,6 @@ TARGET = 1.05
 """modelprov.optimize's time over onnxscript's, at most (GPT-2 and each zoo model)."""
 PEAK_TARGET = 1.10
 """modelprov.optimize(ModelProto)'s peak memory over onnxscript's optimize(ModelProto)."""
-
-Builder = Callable[[], tuple[torch.nn.Module, tuple[torch.Tensor, ...]]]
-
-
-def _mobilevit() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
-    import transformers as t
-
-    from benchmarks.bench_zoo import _image
-
-    config = t.MobileViTConfig(
-        image_size=32,
-        hidden_sizes=[16, 24, 32],
-        neck_hidden_sizes=[8, 8, 16, 16, 24, 32, 64],
-        num_attention_heads=2,
-    )
-    return _image(t.MobileViTModel(config, expand_output=False))
-
-
-def _segformer() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
-    import transformers as t
-
-    from benchmarks.bench_zoo import _image
-
-    config = t.SegformerConfig(
-        num_encoder_blocks=2,
-        depths=[1, 1],
-        sr_ratios=[2, 1],
-        hidden_sizes=[16, 32],
-        patch_sizes=[7, 3],
-        strides=[4, 2],
-        num_attention_heads=[1, 2],
-        mlp_ratios=[2, 2],
-    )
-    return _image(t.SegformerModel(config))
-
-
-OUTLIERS: dict[str, Builder] = {"mobilevit": _mobilevit, "segformer": _segformer}
-"""Models beyond bench_zoo's on which issue 24 measured the largest ratios."""
-
-
-def _zoo_models() -> dict[str, Builder]:
-    from benchmarks.bench_zoo import MODELS
-
-    return {**OUTLIERS, **MODELS}
-
-
-def _zoo_export(name: str, cache: str) -> ir.Model:
-    """A zoo model's plain export, cached as bench_zoo caches its own (the outliers under
-    names of their own)."""
-    from benchmarks.bench_zoo import MODELS, _cached_export
-
-    if name in MODELS:
-        return _cached_export(name, cache)[0]
-    import transformers
-
-    # Named apart from bench_zoo's files: its own model of that name may differ.
-    version = f"torch{torch.__version__}-tf{transformers.__version__}".replace("+", "_")
-    tag = f"bench_optimize-{name}-{version}"
-    path = os.path.join(cache, f"{tag}.onnx")
-    if os.path.exists(path):
-        return ir.load(path)
-    torch.manual_seed(0)
-    module, args = OUTLIERS[name]()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        program = torch.onnx.export(module, args, dynamo=True, optimize=False, verbose=False)
-    os.makedirs(cache, exist_ok=True)
-    ir.save(program.model, f"{path}.partial")
-    os.replace(f"{path}.partial", path)
-    return program.model
 
 
 def _optimize_ir_copy(model: ir.Model) -> ir.Model:
@@ -152,7 +80,9 @@ def _cpu_seconds(run: Callable[[ir.Model], object], model: ir.Model) -> float:
 
 def zoo(names: list[str], repeat: int, cache: str) -> float:
     """Times both optimizers on each zoo model, interleaved; returns the median ratio."""
-    bases = {name: _zoo_export(name, cache) for name in names}
+    from benchmarks.bench_zoo import _cached_export
+
+    bases = {name: _cached_export(name, cache)[0] for name in names}
     times: dict[str, dict[str, list[float]]] = {
         name: {"onnxscript": [], "modelprov": []} for name in names
     }
@@ -266,6 +196,8 @@ def peak_child(label: str, path: str) -> None:
     seconds = time.process_time() - started
     peak = _resident_bytes("VmHWM") if reset else None
     if peak is None:
+        import resource  # not on Windows
+
         maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         peak = maxrss if sys.platform == "darwin" else maxrss * 1024
     print(
@@ -375,9 +307,10 @@ def main() -> None:
         proto(args.layers, args.width, args.repeat)
         return
     if args.zoo:
-        models = _zoo_models()
-        names = [m for m in args.models.split(",") if m] or list(models)
-        unknown = [m for m in names if m not in models]
+        from benchmarks.bench_zoo import MODELS
+
+        names = [m for m in args.models.split(",") if m] or list(MODELS)
+        unknown = [m for m in names if m not in MODELS]
         if unknown:
             parser.error(f"unknown zoo model: {', '.join(unknown)}")
         zoo(names, args.repeat, args.cache)
