@@ -1,13 +1,15 @@
 """Lower a torch ExportedProgram to StableHLO with torchax and JAX, one named scope per FX node.
 
 This follows ``torchax.export.exported_program_to_stablehlo`` step for step (the same
-decompositions, state extraction, avals and ``jax.export`` call) with two changes:
+decompositions, interpreter and ``jax.export`` call) with these changes:
 
 - each FX node is interpreted inside ``jax.named_scope(<node name>)``, so every op's location
   is a NameLoc ``"<root>/<node name>/<jax primitive>"``;
 - the whole interpretation runs under ``jax.disable_jit()``, so the jitted helpers torchax
   calls (``jax.nn.relu`` ...) are inlined instead of becoming private functions whose ops
-  would carry the helper's scope instead of the node's.
+  would carry the helper's scope instead of the node's;
+- the states and input avals come from :mod:`._program_inputs` (placeholder order, one
+  symbolic scope), where torchax's own helpers mismatch some programs.
 
 Nothing is computed differently: the ops are the ones torchax emits.
 """
@@ -25,7 +27,10 @@ import torch
 from modelprov._torch_compat import is_op_overload, is_op_target
 from modelprov.core import _stack_trace
 from modelprov.errors import StableHLOError
-from modelprov.stablehlo._torchax_compat import exported_program_states, import_torchax
+from modelprov.stablehlo._control_flow import is_control_flow, lower_control_flow
+from modelprov.stablehlo._decompositions import LOWERING_DECOMPOSITIONS
+from modelprov.stablehlo._program_inputs import program_states, user_input_avals
+from modelprov.stablehlo._torchax_compat import import_torchax
 
 __all__ = ["ROOT_SCOPE", "Lowered", "decompose", "lower", "node_location", "plain_torchax_export"]
 
@@ -80,10 +85,11 @@ def _make_interpreter_class(torchax: Any) -> type:
     class ScopedJaxInterpreter(base):  # type: ignore[misc]
         """torchax's JaxInterpreter, each node inside a named scope; errors name the node."""
 
-        def __init__(self, graph_module: torch.fx.GraphModule) -> None:
+        def __init__(self, graph_module: torch.fx.GraphModule, prefix: str = "") -> None:
             super().__init__(graph_module)
             # torch.fx rewrites the args of any exception with its own trace; ours say it all.
             self.extra_traceback = False
+            self.prefix = prefix  # of node names in control-flow subgraphs (_control_flow)
 
         def call_function(self, target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             if is_op_target(target):
@@ -94,9 +100,20 @@ def _make_interpreter_class(torchax: Any) -> type:
                     raise _UnsupportedOp(target)
             return super().call_function(target, args, kwargs)
 
+        def _run_control_flow(self, n: torch.fx.Node) -> Any:
+            args, _ = self.fetch_args_kwargs_from_env(n)
+
+            def run_graph(module: torch.fx.GraphModule, prefix: str, values: Any) -> Any:
+                return type(self)(module, prefix).run(*values, enable_io_processing=False)
+
+            return lower_control_flow(n.target, args, n, self.prefix, run_graph)
+
         def run_node(self, n: torch.fx.Node) -> Any:
-            with jax.named_scope(_scope_name(n.name)):
+            control_flow = n.op == "call_function" and is_control_flow(n.target)
+            with jax.named_scope(_scope_name(self.prefix + n.name)):
                 try:
+                    if control_flow:
+                        return self._run_control_flow(n)
                     return super().run_node(n)
                 except StableHLOError:
                     raise
@@ -121,12 +138,14 @@ class _UnsupportedOp(Exception):
 
 
 def decompose(exported_program: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
-    """The decompositions ``torchax.export.exported_program_to_jax`` runs, in its order."""
+    """The decompositions ``torchax.export.exported_program_to_jax`` runs, in its order, then
+    modelprov's for calls torchax mishandles (``_decompositions``)."""
     import_torchax()
     from torchax import decompositions
 
     decomposed = exported_program.run_decompositions()
-    return decomposed.run_decompositions(decompositions.DECOMPOSITIONS)
+    table = {**decompositions.DECOMPOSITIONS, **LOWERING_DECOMPOSITIONS}
+    return decomposed.run_decompositions(table)
 
 
 def lower(exported_program: torch.export.ExportedProgram, *, decomposed: bool = False) -> Lowered:
@@ -138,13 +157,11 @@ def lower(exported_program: torch.export.ExportedProgram, *, decomposed: bool = 
     torchax = import_torchax()
     import jax
     import jax.export
-    from torchax import export as torchax_export
 
     program = exported_program if decomposed else decompose(exported_program)
     env = torchax.default_env()  # registers torchax's ATen lowerings
-    states = exported_program_states(program)
-    weights = tuple(env.t2j_copy(states))
-    avals = torchax_export.extract_avals(program)
+    weights = tuple(env.t2j_copy(program_states(program)))
+    avals = user_input_avals(program)
     interpreter_class = _make_interpreter_class(torchax)
     num_mutations = len(program.graph_signature.buffers_to_mutate)
     graph_module = program.graph_module
