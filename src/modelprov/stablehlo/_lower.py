@@ -67,7 +67,21 @@ def node_location(node: torch.fx.Node) -> str:
 
 def _describe(node: torch.fx.Node) -> str:
     where = node_location(node)
-    return f"FX node {node.name!r} ({node.target})" + (f" at {where}" if where else "")
+    stack = node.meta.get("nn_module_stack") or {}
+    module = ""
+    if stack:
+        path, module_type = list(stack.values())[-1]
+        name = getattr(module_type, "__qualname__", None) or str(module_type).rsplit(".", 1)[-1]
+        module = f" in module {str(path) or '<root>'!r} ({name})"
+    return f"FX node {node.name!r} ({node.target}){module}" + (f" at {where}" if where else "")
+
+
+def _workaround(target: object) -> str:
+    return (
+        "rewrite that line with supported ops, or decompose the op before lowering: "
+        f"export_stablehlo(torch.export.export(model, args).run_decompositions({{{target}: "
+        "<a function of supported torch ops>}))"
+    )
 
 
 def _scope_name(name: str) -> str:
@@ -120,12 +134,13 @@ def _make_interpreter_class(torchax: Any) -> type:
                 except _UnsupportedOp as exc:
                     raise StableHLOError(
                         f"torchax {torchax.__version__} has no lowering for {exc.target} "
-                        f"used by {_describe(n)}; rewrite that line with supported ops or "
-                        "register a torchax lowering for it"
+                        f"used by {_describe(n)}; {_workaround(f'torch.ops.{exc.target}')}"
                     ) from None
                 except Exception as exc:
                     raise StableHLOError(
-                        f"lowering {_describe(n)} failed: {type(exc).__name__}: {exc}"
+                        f"torchax {torchax.__version__} failed to lower {_describe(n)}: "
+                        f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+                        f"; {_workaround(f'torch.ops.{n.target}')}"
                     ) from exc
 
     return ScopedJaxInterpreter
