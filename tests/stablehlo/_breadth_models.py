@@ -115,18 +115,24 @@ class KVCacheStep(nn.Module):  # type: ignore[misc]
 
 
 def kv_cache_step() -> Case:
+    """A decoder step whose past length is a symbolic dimension."""
     torch.manual_seed(0)
     model = KVCacheStep().eval()
+    past = torch.export.Dim("past", min=1, max=64)
 
     def inputs(generator: torch.Generator) -> tuple[torch.Tensor, ...]:
+        length = int(torch.randint(1, 10, (), generator=generator))
         return (
             torch.randn(2, 1, 32, generator=generator),
-            torch.randn(2, 4, 5, 8, generator=generator),
-            torch.randn(2, 4, 5, 8, generator=generator),
+            torch.randn(2, 4, length, 8, generator=generator),
+            torch.randn(2, 4, length, 8, generator=generator),
         )
 
     generator = torch.Generator().manual_seed(0)
-    return model, inputs(generator), None, inputs
+    example = inputs(generator)
+    while example[1].shape[2] < 2:  # torch.export specializes sizes 0 and 1
+        example = inputs(generator)
+    return model, example, (None, {2: past}, {2: past}), inputs
 
 
 def efficientnet_block() -> Case:

@@ -9,7 +9,10 @@ decompositions, interpreter and ``jax.export`` call) with these changes:
   calls (``jax.nn.relu`` ...) are inlined instead of becoming private functions whose ops
   would carry the helper's scope instead of the node's;
 - the states and input avals come from :mod:`._program_inputs` (placeholder order, one
-  symbolic scope), where torchax's own helpers mismatch some programs.
+  symbolic scope), where torchax's own helpers mismatch some programs;
+- ``torch.cond`` / ``torch.while_loop``, which torchax cannot lower, become ``jax.lax.cond`` /
+  ``while_loop`` (:mod:`._control_flow`), and :mod:`._decompositions` rewrites calls torchax
+  mishandles before lowering.
 
 Nothing is computed differently: the ops are the ones torchax emits.
 """
