@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 
+from modelprov._torch_compat import is_higher_order_op
 from modelprov.core._sources import Source
 
 __all__ = [
@@ -68,7 +69,7 @@ RunGraph = Callable[[torch.fx.GraphModule, str, tuple[Any, ...]], Any]
 
 def is_control_flow(target: object) -> bool:
     """True for ``torch.ops.higher_order.cond`` / ``while_loop``."""
-    return isinstance(target, torch._ops.HigherOrderOperator) and target.name() in CONTROL_FLOW
+    return is_higher_order_op(target) and getattr(target, "name", lambda: "")() in CONTROL_FLOW
 
 
 def _subgraph_arguments(node: torch.fx.Node) -> Iterator[str]:

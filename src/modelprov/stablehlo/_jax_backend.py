@@ -23,6 +23,7 @@ replaced.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import torch
 
@@ -31,6 +32,7 @@ __all__ = ["accelerator_api_works", "complete_jax_backend"]
 _LOG = logging.getLogger(__name__)
 
 _BACKEND = "jax"
+_REGISTER = ("register_python_privateuseone_hook", "register_python_privateuseone_device_guard")
 _REGISTERED: list[object] = []
 """The registered hook and guard, kept alive for the life of the process (as torch's are)."""
 
@@ -51,7 +53,16 @@ def complete_jax_backend() -> bool:
     accelerator API is broken by it; returns whether it registered them."""
     if torch._C._get_privateuse1_backend_name() != _BACKEND or accelerator_api_works():
         return False
-    registration = torch._C._acc
+    registration: Any = getattr(torch._C, "_acc", None)
+    if not all(
+        hasattr(registration, name) for name in ("PrivateUse1Hooks", "DeviceGuard", *_REGISTER)
+    ):
+        _LOG.warning(
+            "torch %s has no Python PrivateUse1 registration (torch._C._acc); after importing "
+            "torchax, dynamo (torch.cond export, strict export) fails in this process",
+            torch.__version__,
+        )
+        return False
 
     class JaxHooks(registration.PrivateUse1Hooks):  # type: ignore[misc,name-defined]
         """torchax's device module says the backend is there; say so to torch too."""
