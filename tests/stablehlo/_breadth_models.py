@@ -135,12 +135,21 @@ def kv_cache_step() -> Case:
     return model, example, (None, {2: past}, {2: past}), inputs
 
 
+class _LastHiddenState(nn.Module):  # type: ignore[misc]
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, pixel_values: torch.Tensor) -> torch.Tensor:
+        return self.model(pixel_values=pixel_values).last_hidden_state  # type: ignore[no-any-return]
+
+
 def efficientnet_block() -> Case:
     """transformers' EfficientNet (tiny config): MBConv blocks with depthwise convolutions,
-    squeeze-and-excitation and stochastic depth (eval)."""
+    squeeze-and-excitation and stochastic depth (eval). Weights and batch-norm statistics
+    are drawn again (transformers' init makes the output all zeros)."""
     from transformers import EfficientNetConfig, EfficientNetModel
 
-    torch.manual_seed(0)
     config = EfficientNetConfig(
         image_size=32,
         width_coefficient=0.25,
@@ -148,12 +157,19 @@ def efficientnet_block() -> Case:
         hidden_dim=320,
         num_hidden_layers=4,
     )
-    model = EfficientNetModel(config).eval()
+    model = _LastHiddenState(EfficientNetModel(config)).eval()
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.copy_(torch.randn(parameter.shape, generator=generator) * 0.3)
+        for module in model.modules():
+            if isinstance(module, nn.BatchNorm2d):
+                module.running_mean.uniform_(-0.5, 0.5, generator=generator)
+                module.running_var.uniform_(0.5, 2.0, generator=generator)
 
     def inputs(generator: torch.Generator) -> tuple[torch.Tensor, ...]:
         return (torch.randn(1, 3, 32, 32, generator=generator),)
 
-    generator = torch.Generator().manual_seed(0)
     return model, inputs(generator), None, inputs
 
 
