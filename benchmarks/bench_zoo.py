@@ -357,10 +357,7 @@ def acceptance_failures(name: str, cache: str) -> list[str]:
 
 
 def stablehlo(models: list[str]) -> dict[str, str]:
-    """export_stablehlo of every model, then its run on XLA CPU against PyTorch.
-
-    Run after every ONNX export of the sweep: once torchax is imported, torch.onnx cannot
-    export a torch.cond model in the same process (issue 24)."""
+    """export_stablehlo of every model, then its run on XLA CPU against PyTorch."""
     results: dict[str, str] = {}
     for name in models:
         case = MODELS[name]

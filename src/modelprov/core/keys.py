@@ -34,6 +34,7 @@ __all__ = [
     "MODULE_DOMAIN",
     "NAMESPACE_KEY",
     "NAME_SCOPES_KEY",
+    "NODE_ORDER_KEY",
     "NODE_SOURCES_KEY",
     "NUMERICS_FORMAT",
     "ONNXSCRIPT_FOLDED_FROM_KEY",
@@ -84,6 +85,9 @@ INLINE_KEY: Final = "modelprov.inline"
 """Call-node key: the call's own body nodes, so ``inline`` restores them."""
 CONSTANT_OF_KEY: Final = "modelprov.constant_of"
 """Key of a Constant copied into a function body: the value it stands for."""
+NODE_ORDER_KEY: Final = "modelprov.node_order"
+"""Model key (functionize): JSON array of the main graph's node names in their order before
+functionize; inline sorts the graph back by it and removes it."""
 INLINE_OUTPUTS_META: Final = "modelprov.outputs"
 """In-memory only (``ir.Node.meta``, never serialized): a call's inlined output values."""
 

@@ -48,7 +48,9 @@ from modelprov.core._sources import Source
 from modelprov.core.policy import MergeContext, Policies
 from modelprov.stablehlo._composite_ops import decomposition_callers
 from modelprov.stablehlo._constant_chains import ChainOp, adopted_nodes
+from modelprov.stablehlo._control_flow import node_component
 from modelprov.stablehlo._frontend_attributes import add_frontend_attributes
+from modelprov.stablehlo._helper_functions import label_helper_functions
 from modelprov.stablehlo._location_keys import with_keys
 from modelprov.stablehlo._locations import location_name, relocate, walk_names, with_aliases
 from modelprov.stablehlo._numbers import attribute_value
@@ -98,16 +100,20 @@ def _location_nodes(location: Any, root: str, known: Mapping[str, object]) -> tu
     """The FX node names a location names, and the location's name for display."""
     from jaxlib.mlir import ir
 
-    def names_node(name: str, child: Any) -> bool:
+    def node_of(name: str) -> str | None:
         parts = name.split("/")
-        return len(parts) >= 2 and parts[0] == root and parts[1] in known
+        return node_component(parts, known) if parts[0] == root else None
+
+    def names_node(name: str, child: Any) -> bool:
+        return node_of(name) is not None
 
     names: dict[str, None] = {}
     label = ""
     for name, _, stopped, _ in walk_names(ir, location, names_node):
         label = label or name
-        if stopped:
-            names[name.split("/")[1]] = None
+        node = node_of(name) if stopped else None
+        if node is not None:
+            names[node] = None
     return list(names), label or str(location)[:200]
 
 
@@ -294,6 +300,7 @@ def attach(
     from jaxlib.mlir import ir
 
     ops = _collect(module, root, infos)
+    label_helper_functions(ops, {name: n for n, name in enumerate(infos)})
     flow = _Flow(ops, infos)
     _adopt_constant_chains(ops, flow, infos)
     scoping = KeyScoping(annotations, policies, output_nodes)

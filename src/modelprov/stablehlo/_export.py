@@ -19,7 +19,8 @@ from modelprov.errors import StableHLOError
 from modelprov.stablehlo._aliases import alias_infos
 from modelprov.stablehlo._attach import attach
 from modelprov.stablehlo._composite_ops import finish_composites, locate_composites
-from modelprov.stablehlo._fx_nodes import fx_node_infos
+from modelprov.stablehlo._control_flow import branch_sources
+from modelprov.stablehlo._fx_nodes import fx_node_infos, node_info
 from modelprov.stablehlo._jax_compat import ir_context, module_to_bytecode
 from modelprov.stablehlo._lower import ROOT_SCOPE, lower
 from modelprov.stablehlo._numbers import NUMBER_ATTRIBUTES, NumberAttributes, number_kinds
@@ -147,6 +148,13 @@ def program_from_exported_program(
     lowered = lower(exported_program, composites=composites)
     infos = fx_node_infos(
         lowered.decomposed.graph, exported_program.graph, trace_options=trace_options
+    )
+    infos.update(  # nodes inside torch.cond / while_loop subgraphs (_control_flow)
+        branch_sources(
+            lowered.decomposed.graph_module,
+            infos,
+            lambda node: node_info(node, id(exported_program.graph), trace_options),
+        )
     )
 
     with ir_context():
