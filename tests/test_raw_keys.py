@@ -111,6 +111,36 @@ def test_a_node_absorbing_the_clone_after_it_stays_in_the_module_computing_it() 
     assert scopes.splitlines()[1:] == ["# ['', '0', 'clone']"]
 
 
+class _ZeroBias(torch.nn.Module):  # type: ignore[misc]
+    """A Linear whose bias is zero (onnxscript drops it from the Gemm), dropout, residual."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 8)
+        torch.nn.init.zeros_(self.fc.bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + torch.nn.functional.dropout(self.fc(x), p=0.1, training=self.training)
+
+
+def test_a_gemm_rebuilt_in_the_step_that_removed_the_clone_after_it_stays_in_its_linear() -> None:
+    """One optimize_ir step rebuilds the Gemm (RemoveOptionalBiasFromGemm) and eliminates
+    the clone (dropout in eval) after it: the new Gemm's output is the Linear's as well as the
+    clone's, so its layout keys name the Linear (``0.fc``), as onnxscript's do."""
+    torch.manual_seed(0)
+    export = _export(torch.nn.Sequential(_ZeroBias(), _ZeroBias()).eval(), (torch.randn(2, 8),))
+    ours, _, _ = _check(export)
+    gemms = [node for node in ours.graph if node.op_type == "Gemm"]
+    assert [ast.literal_eval(node.metadata_props[NAME_SCOPES])[-2] for node in gemms] == [
+        "0.fc",
+        "1.fc",
+    ]
+    assert all(
+        node.metadata_props["pkg.onnxscript.rewriter.rule_name"] == "RemoveOptionalBiasFromGemm"
+        for node in gemms
+    )
+
+
 def test_gpt2_raw_keys_never_below_onnxscript() -> None:
     """A transformers GPT2Model (2 layers, 64 wide, random weights)."""
     _check(plain_export("gpt2"))
@@ -146,17 +176,11 @@ def test_llama_raw_keys_never_below_onnxscript() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "optimize_ir as one step: the Gemm RemoveOptionalBiasFromGemm rebuilds replaces only "
-        "the value of the clone (dropout) after it, whose Identity the same step eliminated, "
-        "so the correspondence names the clone alone as the source of its output; its layout "
-        "keys name the layer, not fc2 (onnxscript keeps fc2's). Per pass it names both."
-    ),
-)
 def test_opt_raw_keys_never_below_onnxscript() -> None:
-    """A transformers OPTModel (2 layers, 32 wide, zero-initialized biases, random weights)."""
+    """A transformers OPTModel (2 layers, 32 wide, zero-initialized biases, random weights):
+    in one optimize_ir step RemoveOptionalBiasFromGemm rebuilds fc2's Gemm and the clone
+    (dropout) after it is eliminated; the rebuilt Gemm's output is fc2's as well as the
+    clone's, so its layout keys name fc2, as onnxscript's do."""
     import transformers
 
     config = transformers.OPTConfig(
