@@ -48,6 +48,7 @@ __all__ = [
     "REPORT_FORMAT",
     "RESERVED_PREFIX",
     "SOURCE_NODE_KEY",
+    "STABLEHLO_ATEN_SCHEMA_KEY",
     "STABLEHLO_FRONTEND_ATTRIBUTES",
     "STABLEHLO_LOCATION_KEYS",
     "STABLEHLO_LOCATION_KEYS_FORMAT",
@@ -151,6 +152,8 @@ STABLEHLO_MODULE_KEY: Final = "modelprov.module"
 STABLEHLO_MODULE_TYPE_KEY: Final = "modelprov.module_type"
 STABLEHLO_TARGET_KEY: Final = "modelprov.target"
 STABLEHLO_STACK_KEY: Final = "modelprov.stack"
+STABLEHLO_ATEN_SCHEMA_KEY: Final = "modelprov.aten_schema"
+"""On a composite's decomposition function: the torch schema of the ATen op it computes."""
 STABLEHLO_FRONTEND_ATTRIBUTES: Final = "mhlo.frontend_attributes"
 """The op attribute XLA turns into HLO ``frontend_attributes`` (a copy of the keys above)."""
 STABLEHLO_LOCATION_KEYS: Final = "modelprov.keys"

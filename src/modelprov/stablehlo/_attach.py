@@ -46,6 +46,7 @@ from typing import Any
 from modelprov.core._scoping import KeyScoping, within
 from modelprov.core._sources import Source
 from modelprov.core.policy import MergeContext, Policies
+from modelprov.stablehlo._composite_ops import decomposition_callers
 from modelprov.stablehlo._constant_chains import ChainOp, adopted_nodes
 from modelprov.stablehlo._frontend_attributes import add_frontend_attributes
 from modelprov.stablehlo._location_keys import with_keys
@@ -150,6 +151,11 @@ class _Flow:
         self._infos = infos
         self._index_of = {op.operation: op.index for op in ops}
         self._users: dict[int, list[int | None]] = {}
+        # A decomposition's return hands its values on to its composites' users.
+        self._returns = {
+            self._index_of[ret]: [self._index_of[c] for c in composites]
+            for ret, composites in decomposition_callers([op.operation for op in ops]).items()
+        }
 
     def _owner_nodes(self, index: int | None) -> tuple[str, ...]:
         while index is not None:
@@ -167,12 +173,24 @@ class _Flow:
         if cached is None:
             cached = []
             for result in op.operation.results:
-                for use in result.uses:
-                    owner = use.owner
-                    owner = getattr(owner, "operation", owner)
-                    cached.append(self._index_of.get(owner))
+                cached.extend(self._result_users(result))
             self._users[op.index] = cached
         return cached
+
+    def _result_users(self, result: Any) -> list[int | None]:
+        found: list[int | None] = []
+        for use in result.uses:
+            owner = use.owner
+            owner = getattr(owner, "operation", owner)
+            index = self._index_of.get(owner)
+            composites = self._returns.get(index) if index is not None else None
+            if composites is None:
+                found.append(index)
+                continue
+            for composite in composites:
+                value = self._ops[composite].operation.results[use.operand_number]
+                found.extend(self._result_users(value))
+        return found
 
     def leaves_module(self, op: _Op, module: str) -> bool:
         """True when a result of ``op`` is used outside ``module`` or leaves the function."""

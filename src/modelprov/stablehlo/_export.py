@@ -18,6 +18,7 @@ from modelprov.core.policy import DEFAULT_POLICIES, Policies
 from modelprov.errors import StableHLOError
 from modelprov.stablehlo._aliases import alias_infos
 from modelprov.stablehlo._attach import attach
+from modelprov.stablehlo._composite_ops import finish_composites, locate_composites
 from modelprov.stablehlo._fx_nodes import fx_node_infos
 from modelprov.stablehlo._jax_compat import ir_context, module_to_bytecode
 from modelprov.stablehlo._lower import ROOT_SCOPE, lower
@@ -42,6 +43,7 @@ def export_stablehlo(
     dynamic_shapes: Any = None,
     trace_options: TraceOptions | None = None,
     number_attributes: NumberAttributes = "typed",
+    composites: bool = False,
 ) -> StableHLOProgram:
     """Export ``model`` to StableHLO; every op names its FX node, module and user metadata.
 
@@ -59,7 +61,8 @@ def export_stablehlo(
     module paths the program records); the result is the same as for the module it came from.
 
     Raises MissingDependencyError without jax/torchax, AnnotationError for an unknown module
-    path, StableHLOError (naming the FX node and its source line) when lowering fails.
+    path, StableHLOError (naming the FX node and its source line) when lowering fails, and
+    StableHLOError for ``composites=True`` with symbolic shapes.
     """
     import_torchax()  # fail before the slow torch.export when the extra is missing
     chosen = DEFAULT_POLICIES if policies is None else policies
@@ -81,6 +84,7 @@ def export_stablehlo(
             chosen,
             trace_options=trace_options,
             number_kinds=_number_kinds(None, annotations, number_attributes),
+            composites=composites,
         )
     if not isinstance(model, torch.nn.Module):
         raise TypeError(
@@ -105,6 +109,7 @@ def export_stablehlo(
         trace_options=trace_options,
         output_nodes=output_nodes,
         number_kinds=_number_kinds(model, annotations, number_attributes),
+        composites=composites,
     )
 
 
@@ -131,19 +136,23 @@ def program_from_exported_program(
     trace_options: TraceOptions | None = None,
     output_nodes: Mapping[str, tuple[str, ...]] | None = None,
     number_kinds: Mapping[str, type[int] | type[float]] | None = None,
+    composites: bool = False,
 ) -> StableHLOProgram:
     """Lower ``exported_program`` and label its ops (``annotations`` already normalized).
 
     ``output_nodes``: module path -> nodes producing its outputs, for per-output keys;
-    ``number_kinds``: user keys written as ``i64`` / ``f64`` attributes (``_numbers``).
+    ``number_kinds``: user keys written as ``i64`` / ``f64`` attributes (``_numbers``);
+    ``composites``: ATen calls as ``stablehlo.composite`` ops (``_composites``).
     """
-    lowered = lower(exported_program)
+    lowered = lower(exported_program, composites=composites)
     infos = fx_node_infos(
         lowered.decomposed.graph, exported_program.graph, trace_options=trace_options
     )
 
     with ir_context():
         module = lowered.exported.mlir_module(serialized=False)
+        if lowered.composites is not None:
+            locate_composites(module, lowered.composites, ROOT_SCOPE)
         result = attach(
             module,
             ROOT_SCOPE,
@@ -160,6 +169,9 @@ def program_from_exported_program(
             output_nodes=output_nodes,
             number_kinds=number_kinds,
         )
+        ops = result.ops
+        if lowered.composites is not None:
+            ops = finish_composites(module, lowered.composites, result, infos, policies)
         if not module.operation.verify():
             raise StableHLOError("the StableHLO module does not verify after adding attributes")
         # JAX's own serializer (the one jax.export used), so the artifact stays portable.
@@ -173,7 +185,7 @@ def program_from_exported_program(
         text_with_locations=text_with_locations,
         exported=exported,
         weights=lowered.weights,
-        ops=result.ops,
+        ops=ops,
         nodes=infos,
         aliases=result.aliases,
         scoping=result.scoping,

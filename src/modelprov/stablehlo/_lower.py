@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -25,6 +25,13 @@ import torch
 from modelprov._torch_compat import is_op_overload, is_op_target
 from modelprov.core import _stack_trace
 from modelprov.errors import StableHLOError
+from modelprov.stablehlo._composites import (
+    CompositeGroup,
+    CompositePlan,
+    NotComposite,
+    lower_group,
+    plan_composites,
+)
 from modelprov.stablehlo._torchax_compat import exported_program_states, import_torchax
 
 __all__ = ["ROOT_SCOPE", "Lowered", "decompose", "lower", "node_location", "plain_torchax_export"]
@@ -46,11 +53,13 @@ class Lowered:
         exported: the ``jax.export.Exported`` (no modelprov attributes yet).
         weights: parameters, buffers and lifted constants as JAX arrays, in the order the
             exported function takes them (its first argument).
+        composites: the ATen calls lowered as composites (None without ``composites``).
     """
 
     decomposed: torch.export.ExportedProgram
     exported: Any
     weights: tuple[Any, ...]
+    composites: CompositePlan | None = None
 
 
 def node_location(node: torch.fx.Node) -> str:
@@ -80,8 +89,16 @@ def _make_interpreter_class(torchax: Any) -> type:
     class ScopedJaxInterpreter(base):  # type: ignore[misc]
         """torchax's JaxInterpreter, each node inside a named scope; errors name the node."""
 
-        def __init__(self, graph_module: torch.fx.GraphModule) -> None:
+        def __init__(
+            self, graph_module: torch.fx.GraphModule, plan: CompositePlan | None = None
+        ) -> None:
+            # A composite's operands may be values its decomposed nodes do not read
+            # (zeros_like's input): keep every value (tracers are abstract, small).
             super().__init__(graph_module)
+            self.garbage_collect_values = plan is None
+            self.plan = plan
+            self.group_values: dict[str, Any] = {}
+            self.nodes_by_name = {node.name: node for node in self.graph.nodes}
             # torch.fx rewrites the args of any exception with its own trace; ours say it all.
             self.extra_traceback = False
 
@@ -95,10 +112,40 @@ def _make_interpreter_class(torchax: Any) -> type:
             return super().call_function(target, args, kwargs)
 
         def run_node(self, n: torch.fx.Node) -> Any:
+            if n.name in self.group_values:
+                return self.group_values.pop(n.name)  # lowered with its composite
+            group = self.plan.groups.get(n.name) if self.plan is not None else None
+            if group is not None:
+                try:
+                    return self._run_group(group, n)
+                except NotComposite as reason:
+                    _LOG.info("%s stays without a composite: %s", group.source, reason)
+            return self._run_scoped(n, lambda: super(ScopedJaxInterpreter, self).run_node(n))
+
+        def _run_group(self, group: CompositeGroup, first: torch.fx.Node) -> Any:
+            nodes = self.nodes_by_name
+
+            def run_member(name: str, value_of: Callable[[str], Any]) -> Any:
+                node = nodes[name]
+                args, kwargs = torch.fx.node.map_arg(
+                    (node.args, node.kwargs), lambda used: value_of(used.name)
+                )
+                return self._run_scoped(
+                    node, lambda: getattr(self, node.op)(node.target, args, kwargs)
+                )
+
+            operands = [self.env[nodes[name]] for name in group.operands]
+            with jax.named_scope(_scope_name(first.name)):
+                values = lower_group(group, operands, run_member, ROOT_SCOPE)
+            for name in group.nodes[1:]:
+                self.group_values[name] = values.get(name)
+            return values.get(first.name)
+
+        def _run_scoped(self, n: torch.fx.Node, run: Callable[[], Any]) -> Any:
             with jax.named_scope(_scope_name(n.name)):
                 try:
-                    return super().run_node(n)
-                except StableHLOError:
+                    return run()
+                except (StableHLOError, NotComposite):
                     raise
                 except _UnsupportedOp as exc:
                     raise StableHLOError(
@@ -129,10 +176,17 @@ def decompose(exported_program: torch.export.ExportedProgram) -> torch.export.Ex
     return decomposed.run_decompositions(decompositions.DECOMPOSITIONS)
 
 
-def lower(exported_program: torch.export.ExportedProgram, *, decomposed: bool = False) -> Lowered:
+def lower(
+    exported_program: torch.export.ExportedProgram,
+    *,
+    decomposed: bool = False,
+    composites: bool = False,
+) -> Lowered:
     """Lower ``exported_program`` to a ``jax.export.Exported`` whose op locations name FX nodes.
 
-    ``decomposed=True`` says the program already went through :func:`decompose`.
+    ``decomposed=True`` says the program already went through :func:`decompose`;
+    ``composites=True`` lowers each ATen call of ``exported_program`` as one
+    ``stablehlo.composite`` (``_composites``; not with ``decomposed``).
     Raises StableHLOError naming the FX node and its source line when a node cannot be lowered.
     """
     torchax = import_torchax()
@@ -140,18 +194,29 @@ def lower(exported_program: torch.export.ExportedProgram, *, decomposed: bool = 
     import jax.export
     from torchax import export as torchax_export
 
+    if decomposed and composites:
+        raise ValueError("composites=True needs the user's program, not a decomposed one")
     program = exported_program if decomposed else decompose(exported_program)
+    plan = plan_composites(program.graph, exported_program.graph) if composites else None
     env = torchax.default_env()  # registers torchax's ATen lowerings
     states = exported_program_states(program)
     weights = tuple(env.t2j_copy(states))
     avals = torchax_export.extract_avals(program)
+    if plan is not None and any(
+        not isinstance(size, int) for aval in avals for size in getattr(aval, "shape", ())
+    ):
+        raise StableHLOError(
+            "composites=True needs static shapes (jax.lax.composite does not lower with "
+            f"symbolic dimensions in jax {jax.__version__}); export without dynamic_shapes, "
+            "or without composites"
+        )
     interpreter_class = _make_interpreter_class(torchax)
     num_mutations = len(program.graph_signature.buffers_to_mutate)
     graph_module = program.graph_module
 
     def forward(states: Sequence[Any], inputs: Sequence[Any]) -> Any:
         with jax.disable_jit():
-            results = interpreter_class(graph_module).run(
+            results = interpreter_class(graph_module, plan).run(
                 *states, *inputs, enable_io_processing=False
             )
         return results[num_mutations:]
@@ -163,7 +228,7 @@ def lower(exported_program: torch.export.ExportedProgram, *, decomposed: bool = 
         # JAX adds its own frames to the traceback; the message already says where.
         raise StableHLOError(str(exc)) from exc.__cause__
     _LOG.debug("lowered %d FX nodes", len(graph_module.graph.nodes))
-    return Lowered(decomposed=program, exported=exported, weights=weights)
+    return Lowered(decomposed=program, exported=exported, weights=weights, composites=plan)
 
 
 def plain_torchax_export(exported_program: torch.export.ExportedProgram) -> Any:
