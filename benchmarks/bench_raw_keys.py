@@ -5,8 +5,8 @@ Usage: python -m benchmarks.bench_raw_keys [--models bert,llama] [--generated 20
 A tool that does not use ``modelprov.sources`` reads ``namespace``,
 ``pkg.torch.onnx.name_scopes``, ``class_hierarchy``, ``fx_node`` and ``stack_trace`` as they
 are (tests/_raw_keys.py says how: list literals by ``ast.literal_eval``, every line of them as
-shown, FX node lines, stack frames). For each zoo model (benchmarks/bench_zoo.py's builders,
-exported once with torch.onnx, optimize=False, cached under --cache) and a small GPT-2, the
+shown, FX node lines, stack frames). For each zoo model (benchmarks/_zoo_cases.py, as bench_zoo
+exports it: torch.onnx, optimize=False, cached under --cache), the
 same export goes through ``modelprov.optimize`` and through ``onnxscript.optimizer.optimize_ir``
 (what ``torch.onnx.export(optimize=True)`` runs); each cell is the raw recall of one key's
 aspect, ``modelprov/onnxscript``, ``!`` where modelprov's is lower. ``src`` is
@@ -27,11 +27,9 @@ import warnings
 import numpy as np
 import onnx_ir as ir
 import onnxscript.optimizer
-import torch
 
 import modelprov
 from benchmarks import bench_zoo
-from modelprov import _examples
 from tests._raw_keys import ASPECTS, RawRecall, raw_recall
 from tests._sourced_graphs import IMAGE_BLOCKS, SEQUENCE_BLOCKS, build
 
@@ -60,14 +58,6 @@ def compare(export: ir.Model) -> tuple[RawRecall, RawRecall, float]:
     report = modelprov.diff(export, ours)
     own = min(report.fx_nodes.value, report.source_lines.value, report.module_paths.value)
     return raw_recall(export, ours), raw_recall(export, theirs), own
-
-
-def _gpt2_export() -> ir.Model:
-    module, args = _examples.gpt2(2, 32, sequence=8)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        program = torch.onnx.export(module, args, dynamo=True, optimize=False, verbose=False)
-    return program.model
 
 
 def _row(name: str, ours: RawRecall, theirs: RawRecall, own: float) -> list[tuple[str, str]]:
@@ -109,7 +99,7 @@ def generated(count: int) -> list[tuple[str, str]]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", default=",".join(["gpt2", *bench_zoo.MODELS]))
+    parser.add_argument("--models", default=",".join(bench_zoo.MODELS))
     parser.add_argument("--generated", type=int, default=200, help="random sourced graphs")
     parser.add_argument(
         "--cache",
@@ -119,16 +109,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.getLogger("torch").setLevel(logging.ERROR)
     models = [m for m in args.models.split(",") if m]
-    unknown = [m for m in models if m != "gpt2" and m not in bench_zoo.MODELS]
+    unknown = [m for m in models if m not in bench_zoo.MODELS]
     if unknown:
         parser.error(f"unknown model: {', '.join(unknown)}")
     print(f"{'model':<16}{'src':>5}" + "".join(_label(pair).rjust(17) for pair in ASPECTS))
     below: list[tuple[str, str]] = []
     for name in models:
         try:
-            export = (
-                _gpt2_export() if name == "gpt2" else bench_zoo._cached_export(name, args.cache)[0]
-            )
+            export = bench_zoo._cached_export(name, args.cache)[0]
         except Exception as error:  # an export failure is reported, the sweep goes on
             print(f"{name:<16}export failed: {type(error).__name__}: {str(error)[-160:]}")
             continue
