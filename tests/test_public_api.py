@@ -193,6 +193,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "max",
         "min",
         "parse_policies",
+        "scope_lists",
         "stack_traces",
         "union",
         "value_scoped",

@@ -52,6 +52,7 @@ _PLAIN: dict[str, Policy] = {
         "stack_traces",
         "from_output",
         "follow_output",
+        "scope_lists",
         "error_on_conflict",
     )
 }

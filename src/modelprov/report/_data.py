@@ -56,7 +56,8 @@ def _user_keys(metadata: Mapping[str, str]) -> dict[str, str]:
 
 def _output_module(node: ir.Node, known: Sequence[Source]) -> str:
     """The module where the node's output is computed: that of the source whose output it
-    produces (``modelprov.output_of``, or its only source), else of its last source."""
+    produces (``modelprov.output_of``, or its only source; the first of several, the others
+    being aliases a step removed, as ``namespace`` says), else of its last source."""
     ids: set[str] = set()
     for value in node.outputs:
         text = value.metadata_props.get(OUTPUT_OF_KEY)
@@ -65,8 +66,8 @@ def _output_module(node: ir.Node, known: Sequence[Source]) -> str:
                 ids.update(parse_ids(text, where=f"value {value.name!r}", key=OUTPUT_OF_KEY))
             except MetadataError:
                 continue
-    chosen = [source for source in known if source.id in ids] or list(known)
-    return chosen[-1].module_path or ""
+    chosen = [source for source in known if source.id in ids]
+    return (chosen[0] if chosen else known[-1]).module_path or ""
 
 
 def _source_json(
