@@ -125,6 +125,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "MODULE_DOMAIN",
         "NAMESPACE_KEY",
         "NAME_SCOPES_KEY",
+        "NODE_ORDER_KEY",
         "NODE_SOURCES_KEY",
         "ONNXSCRIPT_FOLDED_FROM_KEY",
         "ONNXSCRIPT_RULE_NAME_KEY",
