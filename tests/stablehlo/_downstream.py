@@ -278,14 +278,39 @@ def hlo_survival(program: StableHLOProgram, hlo_text: str) -> tuple[int, int, li
     return len(counted), good, misses
 
 
+_CALLED = re.compile(r"\b(?P<kind>calls|to_apply)=%?(?P<name>[\w.\-]+)")
+
+
+def kernel_instructions(hlo_text: str) -> set[str]:
+    """Names of the instructions a profiler shows: those of computations that run on their
+    own (the entry, while/conditional/call bodies), not of fused computations or of the
+    scalar reducers a reduce applies; a fusion is one of them, named by its own metadata."""
+    from modelprov.stablehlo import read_hlo_sources
+
+    inner = {m["name"] for m in _CALLED.finditer(hlo_text) if m["kind"] == "to_apply"}
+    inner |= {
+        m["name"]
+        for line in hlo_text.splitlines()
+        if " fusion(" in line
+        for m in _CALLED.finditer(line)
+        if m["kind"] == "calls"
+    }
+    return {op.name for op in read_hlo_sources(hlo_text) if op.computation not in inner}
+
+
 def hlo_op_name_coverage(
-    program: StableHLOProgram, hlo_text: str
+    program: StableHLOProgram, hlo_text: str, *, kernels_only: bool = False
 ) -> tuple[int, int, list[HloInstruction]]:
     """(computing instructions, those whose op_name names a module path/source node or a
     root-level node, misses) of optimized HLO text; parameters, constants and tuples aside,
-    broadcasts of constants and XLA's fusions counted."""
+    broadcasts of constants and XLA's fusions counted. Every instruction of the text (the
+    entry, fused computations' bodies, reducers: what a dump shows), or with
+    ``kernels_only`` those of :func:`kernel_instructions` (what a profiler shows)."""
     names = module_paths_and_nodes(program)
     counted = [i for i in hlo_instructions(hlo_text) if i.opcode not in _NOT_COMPUTING]
+    if kernels_only:
+        kept = kernel_instructions(hlo_text)
+        counted = [i for i in counted if i.name in kept]
     misses = [
         i for i in counted if not any(_ends_with_name(part, names) for part in i.op_name.split(";"))
     ]

@@ -46,7 +46,7 @@ from typing import Any
 from modelprov.core._scoping import KeyScoping, within
 from modelprov.core._sources import Source
 from modelprov.core.policy import MergeContext, Policies
-from modelprov.stablehlo._constant_chains import ChainOp, adopted_nodes
+from modelprov.stablehlo._constant_chains import ChainOp, adopted_nodes, constant_only
 from modelprov.stablehlo._frontend_attributes import add_frontend_attributes
 from modelprov.stablehlo._location_keys import with_keys
 from modelprov.stablehlo._locations import location_name, relocate, walk_names, with_aliases
@@ -91,6 +91,7 @@ class _Op:
     nodes: tuple[str, ...]
     location: str
     adopted: bool = False  # nodes taken from its consumers (_constant_chains)
+    shared_value: bool = False  # a constant-only op several FX nodes use (_constant_values)
 
 
 def _location_nodes(location: Any, root: str, known: Mapping[str, object]) -> tuple[list[str], str]:
@@ -211,8 +212,8 @@ def _op_values(
         candidates.setdefault(key, []).append(_Candidate(value, source, from_output))
 
     # JAX caches constants and reuses one across nodes, so a constant used outside its
-    # first node's module is no module output: never value-scope constants.
-    is_constant = op.adopted or op.operation.name == "stablehlo.constant"
+    # first node's module is no module output: never value-scope constant-only ops.
+    is_constant = op.shared_value or op.adopted or op.operation.name == "stablehlo.constant"
 
     def leaves(name: str, module: str) -> bool:
         if is_constant or not flow.leaves_module(op, module):
@@ -220,11 +221,15 @@ def _op_values(
         exits.setdefault(name, set()).add(module)
         return True
 
+    # A constant value several nodes use is no module's own: their provenance, not their keys.
+    shared_value = (op.shared_value or op.adopted) and len(op.nodes) > 1
     for name in op.nodes:
         info = infos[name]
         node_output = len(op.nodes) == 1 or flow.leaves_node(op, name)
         for key, value in provenance_attributes(info).items():
             add(key, value, name, node_output)
+        if shared_value:
+            continue
         applied = scoping.source_keys(
             info.module_path,
             leaves=functools.partial(leaves, name),
@@ -345,6 +350,8 @@ def _adopt_constant_chains(ops: Sequence[_Op], flow: _Flow, infos: Mapping[str, 
         )
         for op in ops
     ]
+    for index in constant_only(chain_ops):
+        ops[index].shared_value = len(ops[index].nodes) > 1
     order = {name: n for n, name in enumerate(infos)}
     for index, nodes in adopted_nodes(chain_ops, order).items():
         ops[index].nodes = nodes

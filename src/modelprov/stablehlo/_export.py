@@ -18,6 +18,7 @@ from modelprov.core.policy import DEFAULT_POLICIES, Policies
 from modelprov.errors import StableHLOError
 from modelprov.stablehlo._aliases import alias_infos
 from modelprov.stablehlo._attach import attach
+from modelprov.stablehlo._constant_values import merge_constant_values
 from modelprov.stablehlo._fx_nodes import fx_node_infos
 from modelprov.stablehlo._jax_compat import ir_context, module_to_bytecode
 from modelprov.stablehlo._lower import ROOT_SCOPE, lower
@@ -144,6 +145,7 @@ def program_from_exported_program(
 
     with ir_context():
         module = lowered.exported.mlir_module(serialized=False)
+        merge_constant_values(module)  # one op per constant value: compilers keep its name
         result = attach(
             module,
             ROOT_SCOPE,
