@@ -194,3 +194,16 @@ def test_seed003_ranges_survive_canonicalize_and_cse(number_attributes: Any) -> 
     np.testing.assert_allclose(
         _downstream.run_text(program, optimized, x)[0], program.run(x)[0], rtol=0, atol=1e-6
     )
+
+
+def test_merging_constant_values_changes_no_output_bit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One op per constant value (``_constant_values``): fewer ops, the same outputs."""
+    from modelprov.stablehlo import _export
+
+    model, args, _ = _downstream.MODELS["transformer_encoder"]()
+    merged = modelprov.export_stablehlo(model, args)
+    monkeypatch.setattr(_export, "merge_constant_values", lambda module: 0)
+    plain = modelprov.export_stablehlo(model, args)
+    assert len(merged.ops) < len(plain.ops)
+    for ours, theirs in zip(merged.run(*args), plain.run(*args), strict=True):
+        np.testing.assert_array_equal(np.asarray(ours), np.asarray(theirs))

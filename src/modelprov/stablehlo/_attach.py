@@ -5,10 +5,11 @@ location is a NameLoc ``"jit(forward)/<node>/<primitive>"`` (wrapping the Python
 The second path component names the node. A FusedLoc names every node of its parts. Ops in
 nested regions (reduce bodies, while/case branches) are walked and labelled the same way; a
 region terminator without a node name takes its parent op's nodes for data-flow purposes.
-A constant JAX hoists with ``loc(unknown)`` (and an op fed only by such constants) that one
-FX node's ops use is that node's (``_constant_chains``); ops whose location still names no
-node (constants several nodes share, the shape checks of a dynamic-shape wrapper) are
-reported, never guessed. With symbolic shapes JAX
+A constant JAX hoists with ``loc(unknown)`` (and an op fed only by such constants) takes the
+nodes of every op using it (``_constant_chains``; identical constant values are one op by
+then, ``_constant_values``); a constant value several nodes use gets their provenance, not
+their user keys. Ops whose location still names no node (constants no node uses, the shape
+checks of a dynamic-shape wrapper) are reported, never guessed. With symbolic shapes JAX
 wraps the lowered function in a ``main`` that checks the input shapes and calls it; its ops
 are marked ``in_wrapper``.
 
