@@ -476,6 +476,7 @@ def _export_stablehlo(
             annotations=annotations or None,
             policies=args.policies,
             number_attributes=args.stablehlo_numbers,
+            composites=args.stablehlo_composites,
         )
         text_path, export_path, weights_path = program.save(args.stablehlo)
     _wrote(text_path, f"{len(program.ops)} ops, {program.coverage:.0%} name their FX node")
@@ -940,6 +941,12 @@ COMMANDS: tuple[Command, ...] = (
                 default="typed",
                 help="numeric user keys (custom.min...) as f64/i64 attributes (typed, the "
                 'default) or as strings (custom.min = "0.0")',
+            ),
+            argument(
+                "--stablehlo-composites",
+                action="store_true",
+                help="each ATen call as a stablehlo.composite named by its ATen name "
+                "(aten.linear.default), its decomposition the ops it lowers to",
             ),
             argument(
                 "--calibrate",

@@ -53,6 +53,7 @@ from modelprov.onnx._aten_call import (
 )
 from modelprov.onnx._call_provenance import call_metadata, rewrite_table
 from modelprov.onnx._convert import ModelInput, run_on_copy
+from modelprov.onnx._node_order import record_node_order, store_node_order
 from modelprov.onnx._pass_options import FunctionizeOptions, Level
 from modelprov.onnx._wrap import (
     Region,
@@ -130,6 +131,7 @@ class FunctionizePass(FunctionizeOptions, ir.passes.InPlacePass):
 
     def call(self, model: ir.Model) -> FunctionizeResult:
         run = _Run()
+        order = record_node_order(model)  # inline gives it back (_node_order)
         provenance = Provenance.read(model)
         wrapper = Wrapper(model)
         if self.level == "aten":
@@ -140,6 +142,7 @@ class FunctionizePass(FunctionizeOptions, ir.passes.InPlacePass):
             if model.ir_version is None or model.ir_version < 10:
                 model.ir_version = 10
             rewrite_table(model, provenance.table)
+            store_node_order(model, order)
             if not _is_sorted(model.graph):
                 model.graph.sort()
         for skipped in run.skipped:

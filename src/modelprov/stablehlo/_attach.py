@@ -47,8 +47,11 @@ from typing import Any
 from modelprov.core._scoping import KeyScoping, within
 from modelprov.core._sources import Source
 from modelprov.core.policy import MergeContext, Policies
+from modelprov.stablehlo._composite_ops import decomposition_callers
 from modelprov.stablehlo._constant_chains import ChainOp, adopted_nodes, constant_only
+from modelprov.stablehlo._control_flow import node_component
 from modelprov.stablehlo._frontend_attributes import add_frontend_attributes
+from modelprov.stablehlo._helper_functions import label_helper_functions
 from modelprov.stablehlo._location_keys import with_keys
 from modelprov.stablehlo._locations import location_name, relocate, walk_names, with_aliases
 from modelprov.stablehlo._numbers import attribute_value
@@ -99,16 +102,20 @@ def _location_nodes(location: Any, root: str, known: Mapping[str, object]) -> tu
     """The FX node names a location names, and the location's name for display."""
     from jaxlib.mlir import ir
 
-    def names_node(name: str, child: Any) -> bool:
+    def node_of(name: str) -> str | None:
         parts = name.split("/")
-        return len(parts) >= 2 and parts[0] == root and parts[1] in known
+        return node_component(parts, known) if parts[0] == root else None
+
+    def names_node(name: str, child: Any) -> bool:
+        return node_of(name) is not None
 
     names: dict[str, None] = {}
     label = ""
     for name, _, stopped, _ in walk_names(ir, location, names_node):
         label = label or name
-        if stopped:
-            names[name.split("/")[1]] = None
+        node = node_of(name) if stopped else None
+        if node is not None:
+            names[node] = None
     return list(names), label or str(location)[:200]
 
 
@@ -152,6 +159,11 @@ class _Flow:
         self._infos = infos
         self._index_of = {op.operation: op.index for op in ops}
         self._users: dict[int, list[int | None]] = {}
+        # A decomposition's return hands its values on to its composites' users.
+        self._returns = {
+            self._index_of[ret]: [self._index_of[c] for c in composites]
+            for ret, composites in decomposition_callers([op.operation for op in ops]).items()
+        }
 
     def _owner_nodes(self, index: int | None) -> tuple[str, ...]:
         while index is not None:
@@ -169,12 +181,24 @@ class _Flow:
         if cached is None:
             cached = []
             for result in op.operation.results:
-                for use in result.uses:
-                    owner = use.owner
-                    owner = getattr(owner, "operation", owner)
-                    cached.append(self._index_of.get(owner))
+                cached.extend(self._result_users(result))
             self._users[op.index] = cached
         return cached
+
+    def _result_users(self, result: Any) -> list[int | None]:
+        found: list[int | None] = []
+        for use in result.uses:
+            owner = use.owner
+            owner = getattr(owner, "operation", owner)
+            index = self._index_of.get(owner)
+            composites = self._returns.get(index) if index is not None else None
+            if composites is None:
+                found.append(index)
+                continue
+            for composite in composites:
+                value = self._ops[composite].operation.results[use.operand_number]
+                found.extend(self._result_users(value))
+        return found
 
     def leaves_module(self, op: _Op, module: str) -> bool:
         """True when a result of ``op`` is used outside ``module`` or leaves the function."""
@@ -282,6 +306,7 @@ def attach(
     from jaxlib.mlir import ir
 
     ops = _collect(module, root, infos)
+    label_helper_functions(ops, {name: n for n, name in enumerate(infos)})
     flow = _Flow(ops, infos)
     _adopt_constant_chains(ops, flow, infos)
     scoping = KeyScoping(annotations, policies, output_nodes)
