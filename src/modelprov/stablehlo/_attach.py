@@ -5,10 +5,11 @@ location is a NameLoc ``"jit(forward)/<node>/<primitive>"`` (wrapping the Python
 The second path component names the node. A FusedLoc names every node of its parts. Ops in
 nested regions (reduce bodies, while/case branches) are walked and labelled the same way; a
 region terminator without a node name takes its parent op's nodes for data-flow purposes.
-A constant JAX hoists with ``loc(unknown)`` (and an op fed only by such constants) that one
-FX node's ops use is that node's (``_constant_chains``); ops whose location still names no
-node (constants several nodes share, the shape checks of a dynamic-shape wrapper) are
-reported, never guessed. With symbolic shapes JAX
+A constant JAX hoists with ``loc(unknown)`` (and an op fed only by such constants) takes the
+nodes of every op using it (``_constant_chains``; identical constant values are one op by
+then, ``_constant_values``); a constant value several nodes use gets their provenance, not
+their user keys. Ops whose location still names no node (constants no node uses, the shape
+checks of a dynamic-shape wrapper) are reported, never guessed. With symbolic shapes JAX
 wraps the lowered function in a ``main`` that checks the input shapes and calls it; its ops
 are marked ``in_wrapper``.
 
@@ -47,7 +48,7 @@ from modelprov.core._scoping import KeyScoping, within
 from modelprov.core._sources import Source
 from modelprov.core.policy import MergeContext, Policies
 from modelprov.stablehlo._composite_ops import decomposition_callers
-from modelprov.stablehlo._constant_chains import ChainOp, adopted_nodes
+from modelprov.stablehlo._constant_chains import ChainOp, adopted_nodes, constant_only
 from modelprov.stablehlo._control_flow import node_component
 from modelprov.stablehlo._frontend_attributes import add_frontend_attributes
 from modelprov.stablehlo._helper_functions import label_helper_functions
@@ -94,6 +95,7 @@ class _Op:
     nodes: tuple[str, ...]
     location: str
     adopted: bool = False  # nodes taken from its consumers (_constant_chains)
+    shared_value: bool = False  # a constant-only op several FX nodes use (_constant_values)
 
 
 def _location_nodes(location: Any, root: str, known: Mapping[str, object]) -> tuple[list[str], str]:
@@ -235,8 +237,8 @@ def _op_values(
         candidates.setdefault(key, []).append(_Candidate(value, source, from_output))
 
     # JAX caches constants and reuses one across nodes, so a constant used outside its
-    # first node's module is no module output: never value-scope constants.
-    is_constant = op.adopted or op.operation.name == "stablehlo.constant"
+    # first node's module is no module output: never value-scope constant-only ops.
+    is_constant = op.shared_value or op.adopted or op.operation.name == "stablehlo.constant"
 
     def leaves(name: str, module: str) -> bool:
         if is_constant or not flow.leaves_module(op, module):
@@ -244,11 +246,15 @@ def _op_values(
         exits.setdefault(name, set()).add(module)
         return True
 
+    # A constant value several nodes use is no module's own: their provenance, not their keys.
+    shared_value = (op.shared_value or op.adopted) and len(op.nodes) > 1
     for name in op.nodes:
         info = infos[name]
         node_output = len(op.nodes) == 1 or flow.leaves_node(op, name)
         for key, value in provenance_attributes(info).items():
             add(key, value, name, node_output)
+        if shared_value:
+            continue
         applied = scoping.source_keys(
             info.module_path,
             leaves=functools.partial(leaves, name),
@@ -370,6 +376,8 @@ def _adopt_constant_chains(ops: Sequence[_Op], flow: _Flow, infos: Mapping[str, 
         )
         for op in ops
     ]
+    for index in constant_only(chain_ops):
+        ops[index].shared_value = len(ops[index].nodes) > 1
     order = {name: n for n, name in enumerate(infos)}
     for index, nodes in adopted_nodes(chain_ops, order).items():
         ops[index].nodes = nodes

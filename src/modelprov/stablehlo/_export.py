@@ -19,6 +19,7 @@ from modelprov.errors import StableHLOError
 from modelprov.stablehlo._aliases import alias_infos
 from modelprov.stablehlo._attach import attach
 from modelprov.stablehlo._composite_ops import finish_composites, locate_composites
+from modelprov.stablehlo._constant_values import merge_constant_values
 from modelprov.stablehlo._control_flow import branch_sources
 from modelprov.stablehlo._fx_nodes import fx_node_infos, node_info
 from modelprov.stablehlo._jax_compat import ir_context, module_to_bytecode
@@ -161,6 +162,7 @@ def program_from_exported_program(
         module = lowered.exported.mlir_module(serialized=False)
         if lowered.composites is not None:
             locate_composites(module, lowered.composites, ROOT_SCOPE)
+        merge_constant_values(module)  # one op per constant value: compilers keep its name
         result = attach(
             module,
             ROOT_SCOPE,
