@@ -157,6 +157,21 @@ def _tool(*rewrites: str, seed: int = 0, keep: bool = True) -> Step:
             [_tool("merge_equal_constants")],
             id="a-kept-literal-takes-no-merged-literals-source",
         ),
+        pytest.param(
+            ("sequence", ("act", "windows"), 0),
+            [_tool("fuse_consecutive", seed=0)],
+            id="two-slices-made-one-are-not-the-second",
+        ),
+        pytest.param(
+            ("sequence", ("act", "windows", "windows"), 0),
+            [_tool("rename_values", "fuse_consecutive", seed=2)],
+            id="a-fused-slice-that-kept-a-name-reads-other-constants",
+        ),
+        pytest.param(
+            ("sequence", ("noop", "act", "noop", "windows"), 0),
+            [_tool("fuse_consecutive", seed=1)],
+            id="a-reshape-of-a-reshape-made-one-computes-the-second",
+        ),
     ],
 )
 def test_generated_regression(recipe, steps) -> None:
