@@ -287,7 +287,10 @@ def split_batch_norm(graph: ir.Graph, rng: random.Random, touched: set[ir.Node])
 
 
 def merge_duplicates(graph: ir.Graph, rng: random.Random, touched: set[ir.Node]) -> None:
-    """Nodes with the same op, attributes and inputs: the first survives (onnxslim)."""
+    """Nodes with the same op, attributes and inputs: the first survives (onnxslim); equal
+    literals are merged first, or not (then copies reading equal literals stay)."""
+    if rng.random() < 0.5:
+        merge_equal_constants(graph, rng, touched)
     changed = True
     while changed:
         changed = False

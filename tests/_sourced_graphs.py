@@ -12,6 +12,7 @@ between sources the way the exporter shares them:
   Reshape; a literal ``index`` created (an axis) is read by the attention's Gather;
 * a zero bias created by the first bias-free Conv is read by the later ones;
 * a scale constant created by one attention is read by the next;
+* an expression written twice reads two equal literals, one per copy;
 * the Slices of a window partition (rows, then columns of each, as Swin's patch merging
   slices ``x[0::2, 0::2]`` …) read literals created by the first Slice needing each.
 
@@ -150,12 +151,16 @@ def _sequence_block(b: _Builder, kind: str, h: ir.Value, history: list[ir.Value]
     if kind == "attention":
         return _attention(b, h, i, module)
     if kind == "duplicate":
-        b.begin("tanh", "aten.tanh.default", module)
-        first = b.node("Tanh", [h])
-        b.begin("tanh", "aten.tanh.default", module)
-        second = b.node("Tanh", [h])
+        # The same expression written twice (``tanh(h) * 2 + tanh(h) * 2``): each copy's
+        # Mul reads a literal of its own, equal to the other's.
+        copies = []
+        for _ in range(2):
+            b.begin("tanh", "aten.tanh.default", module)
+            copy = b.node("Tanh", [h])
+            b.begin("mul", "aten.mul.Tensor", module)
+            copies.append(b.node("Mul", [copy, b.constant(np.array(2.0, np.float32))]))
         b.begin("add", "aten.add.Tensor", module)
-        return b.node("Add", [first, second])
+        return b.node("Add", copies)
     if kind == "windows":
         return _windows(b, h, module)
     return _noop(b, _NOOPS[i % len(_NOOPS)], h, module)

@@ -172,6 +172,26 @@ def _tool(*rewrites: str, seed: int = 0, keep: bool = True) -> Step:
             [_tool("fuse_consecutive", seed=1)],
             id="a-reshape-of-a-reshape-made-one-computes-the-second",
         ),
+        pytest.param(
+            ("image", ("act", "noop", "duplicate", "bn"), 1),
+            [_tool("merge_duplicates", seed=1)],
+            id="merged-copies-reading-equal-literals-go-to-their-twins",
+        ),
+        pytest.param(
+            ("image", ("act", "noop", "duplicate", "bn"), 0),
+            [_tool("reorder", "merge_duplicates", seed=0)],
+            id="the-tool-keeps-the-second-copy",
+        ),
+        pytest.param(
+            ("sequence", ("duplicate",), 0),
+            [Step("optimize")],
+            id="common-subexpressions-go-to-their-twins-one-by-one",
+        ),
+        pytest.param(
+            ("sequence", ("attention", "attention"), 0),
+            [_tool("merge_equal_constants", seed=0, keep=False)],
+            id="a-node-reading-a-merged-equal-literal-is-unchanged",
+        ),
     ],
 )
 def test_generated_regression(recipe, steps) -> None:

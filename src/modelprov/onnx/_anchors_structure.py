@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping
 import onnx_ir as ir
 
 from modelprov.core._correspond import METADATA_READERS
+from modelprov.core._correspond._anchors_identity import literal_key
 
 __all__ = [
     "anchor_by_structure",
@@ -42,8 +43,22 @@ def duplicate_values(old_nodes: list[ir.Node]) -> dict[ir.Value, ir.Value]:
     Identity output, its input."""
     first: dict[ir.Value, ir.Value] = {}
     seen: dict[tuple[object, ...], ir.Node] = {}
+    # Equal small literals read as one (tools merge them first), for the key only: a literal
+    # is no duplicate whose source its twin takes.
+    literals: dict[tuple[object, ...], ir.Value] = {}
+    literal_of: dict[ir.Value, ir.Value] = {}
+
+    def canonical(value: ir.Value) -> ir.Value:
+        found = first.get(value, value)
+        return literal_of.get(found, found)
+
     for node in old_nodes:
-        if node.op_type == "Constant" or _has_subgraph(node):
+        if node.op_type == "Constant":
+            key = literal_key(node)
+            if key is not None:
+                literal_of[node.outputs[0]] = literals.setdefault(key, node.outputs[0])
+            continue
+        if _has_subgraph(node):
             continue
         if node.op_type == "Identity" and node.domain in ("", "ai.onnx") and node.inputs[0]:
             # An Identity's output is its input: a tool removing it merges the two.
@@ -52,7 +67,7 @@ def duplicate_values(old_nodes: list[ir.Node]) -> dict[ir.Value, ir.Value]:
         key = (
             node.domain,
             node.op_type,
-            tuple(first.get(value, value) if value is not None else None for value in node.inputs),
+            tuple(canonical(value) if value is not None else None for value in node.inputs),
             tuple(sorted((name, str(attr)) for name, attr in node.attributes.items())),
         )
         twin = seen.setdefault(key, node)
@@ -75,20 +90,23 @@ def merged_duplicates(
     """New value -> the old duplicates of the old value it is, whose nodes no new node is:
     the tool merged them into this one (it computes them). A removed Identity is no
     duplicate here: the claim phase gives it to its producer or reader as any no-op."""
-    twins: dict[ir.Value, list[ir.Value]] = {}
+    classes: dict[ir.Value, list[ir.Value]] = {}
     for value, kept in duplicates.items():
         producer = value.producer()
-        if producer is not None and producer not in taken and producer.op_type != "Identity":
-            twins.setdefault(kept, []).append(value)
-            twins.setdefault(value, [])
+        if producer is not None and producer.op_type != "Identity":
+            classes.setdefault(kept, [kept]).append(value)
     merged: dict[ir.Value, list[ir.Value]] = {}
-    if not twins:
+    if not classes:
         return merged
+    # The tool may keep any copy (the first in its own order): every other copy no new
+    # node is was merged into the one kept.
     for new_node, old_node in node_anchors.items():
         for new, old in zip(new_node.outputs, old_node.outputs, strict=True):
-            kept = duplicates.get(old, old)
-            found = [twin for twin in [kept, *twins.get(kept, ())] if twin is not old]
-            found = [twin for twin in found if twin.producer() not in taken]
+            found = [
+                twin
+                for twin in classes.get(duplicates.get(old, old), ())
+                if twin is not old and twin.producer() not in taken
+            ]
             if found:
                 merged[new] = found
     return merged
@@ -462,9 +480,20 @@ def same_inputs(
         anchor = value_anchors[new]
         if duplicates.get(anchor, anchor) is duplicates.get(old, old):
             continue  # the tool merged the duplicate the node read into its twin
+        if _equal_literals(anchor, old):
+            continue  # the tool merged the literal the node read into an equal one
         if not _skips_no_ops(old, anchor):
             return False
     return True
+
+
+def _equal_literals(value: ir.Value, other: ir.Value) -> bool:
+    """True when both are outputs of Constant nodes holding the same small literal."""
+    mine, theirs = value.producer(), other.producer()
+    if mine is None or theirs is None or mine.op_type != "Constant" or theirs.op_type != "Constant":
+        return False
+    key = literal_key(mine)
+    return key is not None and key == literal_key(theirs)
 
 
 def _skips_no_ops(old: ir.Value, wanted: ir.Value) -> bool:
