@@ -23,8 +23,7 @@ from collections.abc import Callable, Mapping
 
 import onnx_ir as ir
 
-from modelprov.core._correspond import METADATA_READERS
-from modelprov.core._correspond._anchors_identity import literal_key
+from modelprov.core._correspond import METADATA_READERS, literal_key
 
 __all__ = [
     "anchor_by_structure",

@@ -1,6 +1,7 @@
 """Identity anchors, for in-process passes: a node or value that is the same Python object
 before and after the change survived; replacements are read off surviving consumers, graph
-outputs and (for onnxscript's rewriter) names taken over by fresh outputs."""
+outputs, (for onnxscript's rewriter) names taken over by fresh outputs, and removed nodes a
+node of the graph duplicates (common subexpression elimination merged them into it)."""
 
 from __future__ import annotations
 
