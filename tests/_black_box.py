@@ -338,7 +338,7 @@ def fuse_consecutive(graph: ir.Graph, rng: random.Random, touched: set[ir.Node])
     a Slice of a Slice on other axes becomes one Slice with the starts, ends, axes and steps
     of both, as fresh initializers (onnxsim) or Concats of the old ones (onnxoptimizer).
     The fused node takes the second's output name or a fresh one; the first stays while
-    others read it."""
+    others read it. The fused node's readers count as touched (they read a fused value)."""
     for node in list(graph):
         if node.op_type not in ("Reshape", "Slice") or node in touched or node.graph is None:
             continue
@@ -374,6 +374,8 @@ def fuse_consecutive(graph: ir.Graph, rng: random.Random, touched: set[ir.Node])
                     graph.insert_before(node, each)
                     touched.add(each)
         fused = ir.node(node.op_type, inputs, attributes=dict(node.attributes))
+        for use in list(node.outputs[0].uses()):
+            touched.add(use.node)  # its readers now read a fused value
         _replace_node(graph, node, fused, touched)
         if rng.random() < 0.5 and fused.outputs[0] not in graph.outputs:
             fused.outputs[0].name = _fresh(graph, "fused_")

@@ -192,6 +192,11 @@ def _tool(*rewrites: str, seed: int = 0, keep: bool = True) -> Step:
             [_tool("merge_equal_constants", seed=0, keep=False)],
             id="a-node-reading-a-merged-equal-literal-is-unchanged",
         ),
+        pytest.param(
+            ("sequence", ("windows",), 0),
+            [Step("optimize"), _tool("fuse_consecutive", "insert_layout", seed=0, keep=False)],
+            id="a-layout-conversion-skips-the-readers-of-fused-nodes",
+        ),
     ],
 )
 def test_generated_regression(recipe, steps) -> None:
