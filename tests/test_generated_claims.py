@@ -197,6 +197,11 @@ def _tool(*rewrites: str, seed: int = 0, keep: bool = True) -> Step:
             [Step("optimize"), _tool("fuse_consecutive", "insert_layout", seed=0, keep=False)],
             id="a-layout-conversion-skips-the-readers-of-fused-nodes",
         ),
+        pytest.param(
+            ("sequence", ("windows",), 0),
+            [Step("optimize"), _tool("fuse_consecutive", "merge_duplicates", seed=0, keep=False)],
+            id="a-constant-a-fused-slice-reads-works-for-that-slice-only",
+        ),
     ],
 )
 def test_generated_regression(recipe, steps) -> None:

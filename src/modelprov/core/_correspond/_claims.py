@@ -310,9 +310,10 @@ def _share_within_clusters(
     old_equivalents: Callable[[ir.Value], list[ir.Value]],
     known: Callable[[ir.Value], bool],
 ) -> list[ir.Node]:
-    """New nodes without claims take, from the claims of the new nodes linked to them by
-    fresh values, the removed nodes they can compute: those whose inputs from outside the
-    claim all lie among what the node reads (directly or through other new nodes)."""
+    """New nodes without claims take, from the claims of the new nodes they feed through
+    fresh values (else of all new nodes linked to them so), the removed nodes they can
+    compute: those whose inputs from outside the claim all lie among what the node reads
+    (directly or through other new nodes)."""
     new_set = set(new_nodes)
     parent: dict[ir.Node, ir.Node] = {node: node for node in new_nodes}
 
@@ -334,10 +335,34 @@ def _share_within_clusters(
             if upstream is not None:
                 parent[find(upstream)] = find(node)
     cluster_claims: dict[ir.Node, set[ir.Node]] = {}
+    fed: dict[ir.Node, list[ir.Node]] = {}  # new node -> new nodes reading its fresh values
     for node in new_nodes:
         claim = absorbed.get(node)
         if claim:
             cluster_claims.setdefault(find(node), set()).update(claim)
+        for value in node.inputs:
+            upstream = fresh_producer(value)
+            if upstream is not None:
+                fed.setdefault(upstream, []).append(node)
+    claims_before = {node: frozenset(claim) for node, claim in absorbed.items() if claim}
+
+    def fed_claims(node: ir.Node) -> set[ir.Node]:
+        """The claims of the nearest claiming new nodes that ``node`` feeds through fresh
+        values (a Concat of a fused Slice's starts works for that Slice only)."""
+        found: set[ir.Node] = set()
+        seen = {node}
+        stack = list(fed.get(node, ()))
+        while stack:
+            reader = stack.pop()
+            if reader in seen:
+                continue
+            seen.add(reader)
+            claim = claims_before.get(reader)
+            if claim:
+                found.update(claim)
+            else:
+                stack.extend(fed.get(reader, ()))
+        return found
 
     def reads(node: ir.Node) -> set[ir.Value]:
         """Old values a new node depends on, through fresh values of other new nodes."""
@@ -378,7 +403,8 @@ def _share_within_clusters(
             continue
         # A node that only folded constants (a fused Gemm that took a weight's Transpose)
         # still computes part of its cluster.
-        shared = cluster_claims.get(find(node))
+        # What it feeds decides, when that claims anything; else its whole cluster.
+        shared = fed_claims(node) or cluster_claims.get(find(node))
         if own and shared:
             shared = shared - own
         if not shared or node in glue:
