@@ -202,6 +202,11 @@ def _tool(*rewrites: str, seed: int = 0, keep: bool = True) -> Step:
             [Step("optimize"), _tool("fuse_consecutive", "merge_duplicates", seed=0, keep=False)],
             id="a-constant-a-fused-slice-reads-works-for-that-slice-only",
         ),
+        pytest.param(
+            ("sequence", ("act", "act", "duplicate"), 0),
+            [_tool("merge_equal_constants", "rename_values", seed=0, keep=False)],
+            id="a-renamed-merged-literal-is-the-first-of-its-equals",
+        ),
     ],
 )
 def test_generated_regression(recipe, steps) -> None:

@@ -414,6 +414,10 @@ def _anchor_backward(
                 continue
             is_constant = new in new_constant or old in old_constant
             producer, old_producer = new.producer(), old.producer()
+            if is_constant and producer is not None and producer.op_type == "Constant":
+                old_producer = _first_equal_literal(producer, new, node_anchors, taken) or (
+                    old_producer
+                )
             same_producer = (
                 producer is not None
                 and old_producer is not None
@@ -554,6 +558,40 @@ def _known_tensor(value: ir.Value) -> ir.TensorProtocol | None:
     if attribute.type != ir.AttributeType.TENSOR:
         return None
     return attribute.as_tensor()
+
+
+def _first_equal_literal(
+    producer: ir.Node,
+    new: ir.Value,
+    node_anchors: Mapping[ir.Node, ir.Node],
+    taken: set[ir.Node],
+) -> ir.Node | None:
+    """Of the old Constants equal to ``producer`` that the anchored readers of ``new`` read
+    in its slots, the first in the original graph (a tool merging equal literals keeps the
+    first): readers of a merged literal disagree on which old literal it is."""
+    found: list[ir.Node] = []
+    for use in new.uses():
+        old_reader = node_anchors.get(use.node)
+        if old_reader is None or use.idx >= len(old_reader.inputs):
+            continue
+        old_value = old_reader.inputs[use.idx]
+        old_literal = old_value.producer() if old_value is not None else None
+        if (
+            old_literal is not None
+            and old_literal not in taken
+            and old_literal.op_type == "Constant"
+            and _same_constant(producer, old_literal)
+        ):
+            found.append(old_literal)
+    if not found:
+        return None
+    if all(each is found[0] for each in found):
+        return found[0]  # the common case: no merged literal, one old literal
+    graph = found[0].graph
+    if graph is None or any(each.graph is not graph for each in found):
+        return found[0]
+    order = {node: index for index, node in enumerate(graph) if node in found}
+    return min(found, key=order.__getitem__)
 
 
 def _same_constant(node: ir.Node, old_node: ir.Node) -> bool:
