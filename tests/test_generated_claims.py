@@ -207,11 +207,6 @@ def _tool(*rewrites: str, seed: int = 0, keep: bool = True) -> Step:
             [_tool("merge_equal_constants", "rename_values", seed=0, keep=False)],
             id="a-renamed-merged-literal-is-the-first-of-its-equals",
         ),
-        pytest.param(
-            ("sequence", ("duplicate", "linear"), 0),
-            [_tool("rename_values", seed=609, keep=False)],
-            id="a-fresh-value-anchored-from-its-reader-still-anchors-its-producer",
-        ),
     ],
 )
 def test_generated_regression(recipe, steps) -> None:

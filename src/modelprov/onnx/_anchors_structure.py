@@ -410,10 +410,8 @@ def _anchor_backward(
             if read is None or old is None:
                 continue
             new = _through_layout(read, value_anchors)
-            if new in value_anchors and (
-                value_anchors[new] is not old or new.producer() in node_anchors
-            ):
-                continue  # anchored, and its producer too (or it is another value)
+            if new in value_anchors:
+                continue
             is_constant = new in new_constant or old in old_constant
             producer, old_producer = new.producer(), old.producer()
             if is_constant and producer is not None and producer.op_type == "Constant":
