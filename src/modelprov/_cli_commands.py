@@ -1226,9 +1226,7 @@ COMMANDS: tuple[Command, ...] = (
                 default=1e-4,
                 help="relative tolerance, times max |reference| of each value (default 1e-4)",
             ),
-            argument(
-                "--atol", type=float, default=1e-5, help="absolute tolerance (default 1e-5)"
-            ),
+            argument("--atol", type=float, default=1e-5, help="absolute tolerance (default 1e-5)"),
             argument(
                 "--isolate",
                 action="store_true",

@@ -146,8 +146,15 @@ def _numerics_json(numerics: Any, nodes: Sequence[dict[str, Any]]) -> dict[str, 
         "reference": numerics.reference,
         "first": by_name.get(first.node) if first is not None else None,
         "nodes": [
-            [i, _finite(_rel(row)), _finite(row.sqnr_db), row.source.fx_node, row.value,
-             bool(row.diverges), None if row.own_sqnr_db is None else _finite(row.own_sqnr_db)]
+            [
+                i,
+                _finite(_rel(row)),
+                _finite(row.sqnr_db),
+                row.source.fx_node,
+                row.value,
+                bool(row.diverges),
+                None if row.own_sqnr_db is None else _finite(row.own_sqnr_db),
+            ]
             for i, row in sorted(worst.items())
         ],
     }
@@ -158,8 +165,11 @@ def _rel(row: Any) -> float:
 
 
 def _finite(number: float) -> float | None:
-    return number if math.isfinite(number) else (None if math.isnan(number) else
-                                                 (1e300 if number > 0 else -1e300))
+    return (
+        number
+        if math.isfinite(number)
+        else (None if math.isnan(number) else (1e300 if number > 0 else -1e300))
+    )
 
 
 def report_data(
