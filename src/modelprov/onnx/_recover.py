@@ -40,6 +40,7 @@ from modelprov.core._provenance import Provenance
 from modelprov.core.keys import CONFIDENCE_KEY, RECOVER_REPORT_FORMAT
 from modelprov.core.policy import Policies
 from modelprov.errors import CorrespondenceError, keyword
+from modelprov.onnx._anchors_blocked import anchor_blocked_convs
 from modelprov.onnx._anchors_structure import (
     anchor_by_structure,
     duplicate_values,
@@ -257,6 +258,7 @@ def _anchors(
         value_anchors,
         taken,
     )
+    anchor_blocked_convs(new_nodes, value_anchors)
     _anchor_rewritten(rewritten, node_anchors, value_anchors, taken, duplicates)
     return node_anchors, value_anchors, merged_duplicates(node_anchors, duplicates, taken)
 
