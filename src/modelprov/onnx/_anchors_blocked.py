@@ -18,6 +18,8 @@ other operand of the original residual Add: each Conv claims its own block, no m
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import onnx_ir as ir
 
 from modelprov.onnx._anchors_structure import same_type
@@ -40,14 +42,17 @@ def anchor_blocked_convs(new_nodes: list[ir.Node], value_anchors: dict[ir.Value,
         if read is None:
             continue
         old_read = value_anchors.get(read)
+
+        def fits(old: ir.Node, node: ir.Node = node) -> bool:
+            return old not in taken and _fits(node, old)
+
         if old_read is not None:
-            candidates = _conv_readers(old_read)
+            found = [old for old in _conv_readers(old_read) if fits(old)]
         else:
             before = _paired_upstream(read, paired)
             if before is None:
                 continue
-            candidates = _convs_downstream(paired[before])
-        found = [old for old in candidates if old not in taken and _fits(node, old)]
+            found = _nearest_convs_downstream(paired[before], fits)
         if len(found) != 1:
             continue
         (old,) = found
@@ -101,12 +106,13 @@ def _conv_readers(value: ir.Value) -> list[ir.Node]:
     return found
 
 
-def _convs_downstream(old: ir.Node) -> list[ir.Node]:
-    """Original Convs computed from ``old``'s output with no other Conv in between."""
-    found: list[ir.Node] = []
+def _nearest_convs_downstream(old: ir.Node, fits: Callable[[ir.Node], bool]) -> list[ir.Node]:
+    """The original Convs that ``fits`` accepts nearest downstream of ``old``'s output, with
+    no other Conv in between (a residual chain repeats equal blocks further down)."""
     seen: set[ir.Node] = set()
     frontier = [old.outputs[0]]
     for _ in range(_STEPS):
+        found: list[ir.Node] = []
         following: list[ir.Value] = []
         for value in frontier:
             for use in value.uses():
@@ -115,12 +121,21 @@ def _convs_downstream(old: ir.Node) -> list[ir.Node]:
                     continue
                 seen.add(reader)
                 if _is_conv(reader):
-                    if use.idx == 0:
+                    if use.idx == 0 and _is_conv(reader) and fits(reader):
                         found.append(reader)
                     continue
+                if _is_pad(reader):
+                    found.extend(
+                        u.node
+                        for u in reader.outputs[0].uses()
+                        if u.idx == 0 and _is_conv(u.node) and fits(u.node)
+                    )
+                    continue
                 following.extend(reader.outputs)
+        if found:
+            return found
         frontier = following
-    return found
+    return []
 
 
 def _fits(node: ir.Node, old: ir.Node) -> bool:
@@ -138,10 +153,12 @@ def _fits(node: ir.Node, old: ir.Node) -> bool:
     weight, old_weight = node.inputs[1], old.inputs[1]
     if weight is None or old_weight is None or weight.shape is None or old_weight.shape is None:
         return False
-    shape, old_shape = weight.shape, old_weight.shape
-    if len(shape) != len(old_shape) or not shape.is_static() or not old_shape.is_static():
+    if not weight.shape.is_static() or not old_weight.shape.is_static():
         return False
-    if list(shape[2:]) != list(old_shape[2:]) or shape[0] < old_shape[0]:
+    shape, old_shape = weight.shape.numpy(), old_weight.shape.numpy()
+    if len(shape) != len(old_shape) or len(shape) < 2:
+        return False
+    if shape[2:] != old_shape[2:] or shape[0] < old_shape[0]:
         return False
     activation = node.attributes.get("activation")
     return activation is None or _reaches_op(old, activation.as_string())
