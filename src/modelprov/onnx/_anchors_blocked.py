@@ -1,7 +1,8 @@
 """Anchors for convolutions a tool rewrote into a blocked layout (onnxruntime's NCHWc), for
 recover: what the values between them are when no name says it.
 
-onnxruntime's ``all`` level replaces each Conv (with the BatchNorm, activation and residual
+onnxruntime's ``all`` level (and any tool doing the same in a custom domain) replaces each
+Conv (with the BatchNorm, activation and residual
 Add it fuses) by a ``com.microsoft.nchwc`` Conv reading and writing a blocked layout, with
 ``ReorderInput`` / ``ReorderOutput`` converting at the block's borders. The values inside a
 run of such Convs are fresh: nothing says which original operations each Conv computes.
@@ -26,7 +27,7 @@ from modelprov.onnx._anchors_structure import same_type
 
 __all__ = ["anchor_blocked_convs"]
 
-_BLOCKED = "com.microsoft.nchwc"
+_PLAIN = ("", "ai.onnx")
 _SAME = ("kernel_shape", "strides", "dilations", "group")
 _STEPS = 6  # original nodes between two paired Convs (activation, Pad, Add, ...)
 
@@ -36,7 +37,7 @@ def anchor_blocked_convs(new_nodes: list[ir.Node], value_anchors: dict[ir.Value,
     paired: dict[ir.Node, ir.Node] = {}
     taken: set[ir.Node] = set()
     for node in new_nodes:
-        if node.domain != _BLOCKED or node.op_type != "Conv" or not node.inputs:
+        if node.domain in _PLAIN or node.op_type != "Conv" or not node.inputs:
             continue
         read = _behind_reorders(node.inputs[0])
         if read is None:
@@ -68,7 +69,7 @@ def _behind_reorders(value: ir.Value | None) -> ir.Value | None:
     """The value a blocked node reads, before the reorders into its layout."""
     for _ in range(8):
         producer = value.producer() if value is not None else None
-        if producer is None or producer.domain != _BLOCKED or producer.op_type != "ReorderInput":
+        if producer is None or producer.domain in _PLAIN or producer.op_type != "ReorderInput":
             return value
         value = producer.inputs[0] if producer.inputs else None
     return value
@@ -84,7 +85,7 @@ def _paired_upstream(value: ir.Value, paired: dict[ir.Node, ir.Node]) -> ir.Node
             return None
         if producer in paired:
             return producer
-        if producer.domain == _BLOCKED and producer.op_type == "Conv":
+        if producer.domain not in _PLAIN and producer.op_type == "Conv":
             return None  # an unpaired Conv: nothing to follow
         current = producer.inputs[0] if producer.inputs else None
     return None
@@ -209,8 +210,8 @@ def _behind_pad(old: ir.Node) -> ir.Value | None:
 
 
 def _is_conv(node: ir.Node) -> bool:
-    return node.op_type == "Conv" and node.domain in ("", "ai.onnx")
+    return node.op_type == "Conv" and node.domain in _PLAIN
 
 
 def _is_pad(node: ir.Node) -> bool:
-    return node.op_type == "Pad" and node.domain in ("", "ai.onnx")
+    return node.op_type == "Pad" and node.domain in _PLAIN

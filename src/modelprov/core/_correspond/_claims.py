@@ -206,14 +206,14 @@ class _ClaimPhase:
             if producer is None:
                 producerless.append((new_value, olds))
                 continue
-            if producer in self.glue:
-                if _behind_glue(producer, self.glue, self.old_equivalents):
-                    # The end of a layout conversion and its inverse hands back a value the
-                    # graph has behind it: the node computing that one computes this.
-                    continue
-                # A layout conversion computes nothing: the new node whose output it
-                # converts computes the value, and the conversion carries what that node
-                # computes (none such: the value was there already).
+            if producer in self.glue and _behind_glue(producer, self.glue, self.old_equivalents):
+                # The end of a layout conversion and its inverse hands back a value the graph
+                # has behind it: the node computing that one computes this.
+                continue
+            if is_layout_reorder(producer):
+                # A reorder computes nothing: the new node whose output it converts computes
+                # the value, and the reorder carries what that node computes (none such:
+                # the value was there already).
                 computing = _behind_conversions(producer, self.glue)
                 if computing is None or computing not in self.new_set:
                     continue
@@ -465,26 +465,26 @@ def _layout_glue(new_nodes: list[ir.Node]) -> set[ir.Node]:
 
 
 LAYOUT_REORDERS = frozenset({"ReorderInput", "ReorderOutput"})
-"""onnxruntime's conversions to and from its blocked NCHWc layout (domain
-``com.microsoft.nchwc``): they move elements, they compute nothing."""
+"""Conversions to and from a blocked layout (onnxruntime's NCHWc, domain
+``com.microsoft.nchwc``; any custom domain): they move elements, they compute nothing."""
 
 
 def is_layout_reorder(node: ir.Node) -> bool:
     """True for a reorder to or from a blocked layout (:data:`LAYOUT_REORDERS`)."""
     return (
         node.op_type in LAYOUT_REORDERS
-        and node.domain == "com.microsoft.nchwc"
+        and node.domain not in ("", "ai.onnx")
         and bool(node.inputs)
         and node.inputs[0] is not None
     )
 
 
 def _behind_conversions(node: ir.Node, glue: set[ir.Node]) -> ir.Node | None:
-    """The producer of what the layout conversion ``node`` converts, through further
-    conversions (None: a graph input or initializer)."""
+    """The producer of what the reorder ``node`` converts, through further reorders
+    (None: a graph input or initializer)."""
     current: ir.Node | None = node
     for _ in range(16):
-        if current is None or current not in glue:
+        if current is None or current not in glue or not is_layout_reorder(current):
             return current
         value = current.inputs[0] if current.inputs else None
         current = value.producer() if value is not None else None
