@@ -257,9 +257,17 @@ class _ClaimPhase:
 
     def _conversions_carry_what_they_convert(self) -> None:
         """A reorder handing back a value carries the claims of the node whose output it
-        converts (what that value computes, no more)."""
+        converts (what that value computes, no more); one that moves no element (a blocked
+        layout of a 1 x 1 image with whole blocks of channels) is a no-op in contents and
+        carries what its readers compute."""
         for glue, computing in self.conversions.items():
-            claim = self.absorbed.get(computing)
+            claim: set[ir.Node] = set()
+            if _moves_nothing(glue, computing):
+                for reader in self.consumers_now.get(glue.outputs[0], ()):
+                    old = self.old_of.get(reader)
+                    claim.update([old] if old is not None else self.absorbed.get(reader, ()))
+            if not claim:
+                claim = self.absorbed.get(computing, set())
             if claim:
                 self.absorbed.setdefault(glue, set()).update(claim)
 
@@ -477,6 +485,26 @@ def is_layout_reorder(node: ir.Node) -> bool:
         and bool(node.inputs)
         and node.inputs[0] is not None
     )
+
+
+def _moves_nothing(reorder: ir.Node, computing: ir.Node) -> bool:
+    """True when ``reorder`` hands back a value of static shape whose spatial dimensions
+    are all 1, computed by a Conv with as many output channels as the value has: its
+    blocked layout holds the elements in the plain order."""
+    shape = reorder.outputs[0].shape
+    if shape is None or not shape.is_static() or len(shape) < 3:
+        return False
+    dims = shape.numpy()
+    if (
+        any(dim != 1 for dim in dims[2:])
+        or computing.op_type != "Conv"
+        or len(computing.inputs) < 2
+    ):
+        return False
+    weight = computing.inputs[1]
+    if weight is None or weight.shape is None or not weight.shape.is_static():
+        return False
+    return bool(weight.shape.numpy()[0] == dims[1])
 
 
 def _behind_conversions(node: ir.Node, glue: set[ir.Node]) -> ir.Node | None:
