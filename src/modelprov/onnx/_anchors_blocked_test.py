@@ -88,7 +88,9 @@ def _blocked(activation: str) -> tuple[ir.Graph, list[ir.Node], ir.Value]:
 def test_the_fresh_value_between_blocked_convs_is_what_the_original_convs_read() -> None:
     _, old_nodes = _original()
     _, new_nodes, fresh = _blocked("Relu")
-    anchors = {new_nodes[0].inputs[0]: old_nodes[0].inputs[0]}
+    new_input, old_input = new_nodes[0].inputs[0], old_nodes[0].inputs[0]
+    assert new_input is not None and old_input is not None
+    anchors = {new_input: old_input}
     anchor_blocked_convs(new_nodes, anchors)
     assert anchors[fresh] is old_nodes[1].outputs[0]  # the Relu's output
 
@@ -96,7 +98,9 @@ def test_the_fresh_value_between_blocked_convs_is_what_the_original_convs_read()
 def test_a_fused_activation_the_original_does_not_have_pairs_nothing() -> None:
     _, old_nodes = _original()
     _, new_nodes, fresh = _blocked("Sigmoid")
-    anchors = {new_nodes[0].inputs[0]: old_nodes[0].inputs[0]}
+    new_input, old_input = new_nodes[0].inputs[0], old_nodes[0].inputs[0]
+    assert new_input is not None and old_input is not None
+    anchors = {new_input: old_input}
     anchor_blocked_convs(new_nodes, anchors)
     assert fresh not in anchors
 
