@@ -17,13 +17,13 @@ import argparse
 import hashlib
 import json
 import logging
-import os
 import sys
 import warnings
 
 import onnx_ir as ir
 
 import modelprov
+from benchmarks._zoo_cases import EXPORT_CACHE
 
 
 def fingerprints(model: ir.Model) -> dict[str, str]:
@@ -48,7 +48,7 @@ def main() -> None:
     parser.add_argument("--models", default="", help="zoo models (default: all)")
     parser.add_argument(
         "--cache",
-        default=os.path.join(os.path.expanduser("~"), ".cache", "modelprov", "zoo"),
+        default=EXPORT_CACHE,
         help="where zoo exports are kept between runs (as bench_zoo)",
     )
     args = parser.parse_args()
