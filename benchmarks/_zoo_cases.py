@@ -11,12 +11,16 @@ does not exist``), and timm needs torchvision.
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
 Example = tuple[torch.nn.Module, tuple[torch.Tensor, ...]]
+
+EXPORT_CACHE = os.path.join(os.path.expanduser("~"), ".cache", "modelprov", "zoo")
+"""Where the zoo benchmarks keep their exports between runs (each takes ``--cache``)."""
 
 SEQUENCE = 8
 IMAGE = 32

@@ -50,6 +50,7 @@ import onnxscript.optimizer
 import torch
 
 import modelprov
+from benchmarks._zoo_cases import EXPORT_CACHE
 from modelprov import _examples
 
 TARGET = 1.05
@@ -295,7 +296,7 @@ def main() -> None:
     parser.add_argument("--models", default="", help="zoo models (default: all)")
     parser.add_argument(
         "--cache",
-        default=os.path.join(os.path.expanduser("~"), ".cache", "modelprov", "zoo"),
+        default=EXPORT_CACHE,
         help="where zoo exports are kept between runs (as bench_zoo)",
     )
     args = parser.parse_args()

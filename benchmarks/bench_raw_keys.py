@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 import warnings
 
@@ -30,6 +29,7 @@ import onnxscript.optimizer
 
 import modelprov
 from benchmarks import bench_zoo
+from benchmarks._zoo_cases import EXPORT_CACHE
 from tests._raw_keys import ASPECTS, RawRecall, raw_recall
 from tests._sourced_graphs import IMAGE_BLOCKS, SEQUENCE_BLOCKS, build
 
@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--generated", type=int, default=200, help="random sourced graphs")
     parser.add_argument(
         "--cache",
-        default=os.path.join(os.path.expanduser("~"), ".cache", "modelprov", "zoo"),
+        default=EXPORT_CACHE,
         help="where zoo exports are kept between runs",
     )
     args = parser.parse_args(argv)

@@ -18,8 +18,7 @@ values, not names), the number of wrong claims, the number of nodes claiming an 
 only through a constant shared with it, the number of nodes marked as keeping a source for
 recall only, and the time of the modelprov step, then totals per step. Then
 ``modelprov.quantize`` of the optimized model (calibrated on the example inputs; run in
-onnxruntime; its FX recall), and, after every ONNX step of every model (torchax, once
-imported, keeps torch.onnx from exporting torch.cond models in that process),
+onnxruntime; its FX recall), and, after every ONNX step of every model,
 ``export_stablehlo`` of each model and its run on XLA CPU against PyTorch. A step that
 raises is a cell of the table (its error's first line), never the end of the sweep. At the
 end: one summary line per model (also written to --table) and every failure, one a line
@@ -68,7 +67,7 @@ import onnx_ir as ir
 import torch
 
 import modelprov
-from benchmarks._zoo_cases import CASES, Case
+from benchmarks._zoo_cases import CASES, EXPORT_CACHE, Case
 from modelprov.errors import ModelprovError
 from modelprov.onnx import _tools
 from tests._call_checks import check_calls, inline_mismatches
@@ -487,7 +486,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tools", default=",".join([*TOOLS, "ort-fusions"]))
     parser.add_argument(
         "--cache",
-        default=os.path.join(os.path.expanduser("~"), ".cache", "modelprov", "zoo"),
+        default=EXPORT_CACHE,
         help="where exports are kept between runs",
     )
     parser.add_argument(

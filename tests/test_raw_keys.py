@@ -147,60 +147,14 @@ def test_gpt2_raw_keys_never_below_onnxscript() -> None:
 
 
 @pytest.mark.slow
-def test_llama_raw_keys_never_below_onnxscript() -> None:
-    """A transformers LlamaModel (2 layers, 32 wide, grouped-query attention, random weights)."""
-    import transformers
+@pytest.mark.parametrize("case", ["llama", "opt"])
+def test_zoo_decoder_raw_keys_never_below_onnxscript(case: str) -> None:
+    """The zoo's LlamaModel (grouped-query attention) and OPTModel (2 layers, 32 wide, random
+    weights). In OPT, one optimize_ir step (RemoveOptionalBiasFromGemm) rebuilds fc2's Gemm
+    while the clone (dropout) after it is eliminated; the rebuilt Gemm's output is fc2's as
+    well as the clone's, so its layout keys name fc2, as onnxscript's do."""
+    from benchmarks import _zoo_cases
 
-    config = transformers.LlamaConfig(
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        vocab_size=100,
-        max_position_embeddings=64,
-        use_cache=False,
-    )
     torch.manual_seed(0)
-    model = transformers.LlamaModel(config).eval()
-
-    class Hidden(torch.nn.Module):  # type: ignore[misc]
-        def __init__(self) -> None:
-            super().__init__()
-            self.model = model
-
-        def forward(self, ids: torch.Tensor) -> torch.Tensor:
-            return self.model(input_ids=ids).last_hidden_state  # type: ignore[no-any-return]
-
-    _check(_export(Hidden().eval(), (torch.randint(0, 100, (1, 8)),)))
-
-
-@pytest.mark.slow
-def test_opt_raw_keys_never_below_onnxscript() -> None:
-    """A transformers OPTModel (2 layers, 32 wide, zero-initialized biases, random weights):
-    in one optimize_ir step RemoveOptionalBiasFromGemm rebuilds fc2's Gemm and the clone
-    (dropout) after it is eliminated; the rebuilt Gemm's output is fc2's as well as the
-    clone's, so its layout keys name fc2, as onnxscript's do."""
-    import transformers
-
-    config = transformers.OPTConfig(
-        hidden_size=32,
-        ffn_dim=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        vocab_size=100,
-        max_position_embeddings=64,
-        word_embed_proj_dim=32,
-    )
-    torch.manual_seed(0)
-    model = transformers.OPTModel(config).eval()
-
-    class Hidden(torch.nn.Module):  # type: ignore[misc]
-        def __init__(self) -> None:
-            super().__init__()
-            self.model = model
-
-        def forward(self, ids: torch.Tensor) -> torch.Tensor:
-            return self.model(input_ids=ids).last_hidden_state  # type: ignore[no-any-return]
-
-    _check(_export(Hidden().eval(), (torch.randint(0, 100, (1, 8)),)))
+    model, inputs = getattr(_zoo_cases, case)()
+    _check(_export(model, inputs))
