@@ -157,3 +157,55 @@ def test_inline_restores_a_body_whose_call_comes_after_a_recorded_call() -> None
     assert len(norms) == 1
     assert check_calls(base, result, [x.numpy()]).wrong_claims == []
     assert inline_mismatches(base, modelprov.inline(result), [x.numpy()]) == []
+
+
+class _Pick(nn.Module):  # type: ignore[misc]
+    """Indexes its input's middle dimension by a fixed index tensor (aten.index)."""
+
+    def __init__(self, index: torch.Tensor) -> None:
+        super().__init__()
+        self.register_buffer("index", index)
+
+    def forward(self, y: torch.Tensor) -> torch.Tensor:
+        return y[:, self.index.clone()]
+
+
+class _TwoPicks(nn.Module):  # type: ignore[misc]
+    """Two indexings of one view: optimize's CSE merges their twin Transposes into one node
+    that two calls (ATen or module) share, and inline's restored node order moves one call's
+    body copies among the other's (so a call's expansion is no longer where the call was)."""
+
+    def __init__(self, first: torch.Tensor, second: torch.Tensor) -> None:
+        super().__init__()
+        self.first = _Pick(first)
+        self.second = _Pick(second)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = x.view(2, 3, 4)
+        return self.first(y) * 2 + self.second(y)
+
+
+@pytest.mark.parametrize("level", ["aten", "module"])
+@pytest.mark.parametrize("seed", range(3))
+def test_calls_sharing_a_merged_twin_claim_what_they_compute(
+    seed: int, level: Literal["aten", "module"]
+) -> None:
+    generator = torch.Generator().manual_seed(seed)
+    first, second = (torch.randint(0, 3, (3,), generator=generator) for _ in range(2))
+    module = _TwoPicks(first, second).eval()
+    x = torch.randn(6, 4, generator=generator)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        program = torch.onnx.export(module, (x,), dynamo=True, optimize=False, verbose=False)
+    base = modelprov.optimize(program.model)
+    # The merged twin: one node computing both aten.index calls.
+    assert any(
+        sum(source.target == "aten.index.Tensor" for source in found) == 2
+        for _node, found in node_sources(base)
+    )
+    result = modelprov.functionize(base, level=level)
+    found = check_calls(base, result, [x.numpy()])
+    assert found.regions.violations == []
+    assert found.wrong_claims == []
+    assert found.wrong_find_calls == []
+    assert inline_mismatches(base, modelprov.inline(result), [x.numpy()]) == []
