@@ -13,8 +13,8 @@ import pytest
 
 import modelprov
 from modelprov import _examples
-from modelprov.core._correspond import all_nodes
 from modelprov.core._stack_trace import display_path
+from modelprov.core._walks import all_nodes
 from modelprov.core.keys import STACK_TRACE_KEY
 from modelprov.onnx._aten_call import ATEN_CALL_KEY
 from modelprov.report import node_state, report, write_report

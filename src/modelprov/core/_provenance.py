@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import onnx_ir as ir
 
 from modelprov.core import _sources, _stack_trace
-from modelprov.core._correspond import Change, all_graphs, all_nodes, nodes_and_graphs
+from modelprov.core._correspond import Change
 from modelprov.core._sources import (
     Source,
     SourceTable,
@@ -24,6 +24,7 @@ from modelprov.core._sources import (
     dump_ids,
     parse_ids,
 )
+from modelprov.core._walks import all_graphs, all_nodes, nodes_and_graphs
 from modelprov.core.keys import (
     KEPT_FOR_RECALL_KEY,
     NODE_SOURCES_KEY,

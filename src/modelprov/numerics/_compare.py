@@ -19,9 +19,9 @@ import torch
 
 from modelprov._proto_check import read_proto
 from modelprov._torch_compat import flatten_inputs
-from modelprov.core._correspond import all_nodes
 from modelprov.core._provenance import Provenance
 from modelprov.core._sources import Source
+from modelprov.core._walks import all_nodes
 from modelprov.errors import InvalidModelError, UsageError
 from modelprov.numerics._metrics import Discrepancy, measure
 from modelprov.numerics._onnx_values import graph_input_names, run_exposing, run_isolated

@@ -5,7 +5,7 @@ from __future__ import annotations
 import onnx
 import onnx_ir as ir
 
-from modelprov.core._correspond import all_nodes
+from modelprov.core._walks import all_nodes
 from modelprov.onnx._anchors_structure import anchor_by_structure, duplicate_values
 
 HEADER = '<ir_version: 10, opset_import: ["" : 18]>\n'

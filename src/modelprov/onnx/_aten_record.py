@@ -14,8 +14,8 @@ from typing import Any
 import torch
 
 from modelprov._torch_compat import is_op_overload, op_schema
-from modelprov.core._correspond import all_nodes
 from modelprov.core._sources import fx_node_name
+from modelprov.core._walks import all_nodes
 from modelprov.core.keys import ATEN_CALL_KEY, ATEN_SCHEMAS_KEY
 from modelprov.onnx._aten_call import bind, dump_schemas
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from modelprov.core._correspond import all_nodes
 from modelprov.core._provenance import Provenance, node_label
 from modelprov.core._sources import (
     SourceTable,
@@ -21,6 +20,7 @@ from modelprov.core._sources import (
     own_source_id,
     parse_ids,
 )
+from modelprov.core._walks import all_nodes
 from modelprov.core.keys import NODE_SOURCES_KEY, TABLE_KEY
 from modelprov.core.policy import DEFAULT_POLICIES, Policies
 from modelprov.errors import MetadataError

@@ -18,7 +18,7 @@ import onnx_ir as ir
 
 from modelprov._io import load_model, load_model_proto
 from modelprov._proto_check import read_proto
-from modelprov.core._correspond import all_nodes
+from modelprov.core._walks import all_nodes
 from modelprov.core.policy import Policies
 from modelprov.errors import UsageError
 from modelprov.onnx._duplicates import has_duplicate_keys, merge_duplicate_keys

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import onnx_ir as ir
 
-from modelprov.core._correspond import all_nodes
+from modelprov.core._walks import all_nodes
 
 __all__ = ["correspondence_problems"]
 

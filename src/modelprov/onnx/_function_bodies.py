@@ -16,9 +16,9 @@ from collections.abc import Sequence
 import onnx_ir as ir
 import onnx_ir.passes.common as common_passes
 
-from modelprov.core._correspond import all_nodes
 from modelprov.core._provenance import Provenance, node_label
 from modelprov.core._sources import Source, original_metadata, own_source_id
+from modelprov.core._walks import all_nodes
 from modelprov.core.keys import ATEN_DOMAIN, MODULE_DOMAIN
 
 __all__ = [

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, overload
 import onnx
 import onnx_ir as ir
 
-from modelprov.core._correspond import all_nodes
+from modelprov.core._walks import all_nodes
 from modelprov.core.keys import (
     ATEN_DOMAIN,
     CONSTANT_OF_KEY,

@@ -20,9 +20,10 @@ import onnx_ir.passes.common as common_passes
 import onnxscript.optimizer
 import onnxscript.rewriter
 
-from modelprov.core._correspond import Change, Snapshot, correspond, nodes_and_graphs
+from modelprov.core._correspond import Change, Snapshot, correspond
 from modelprov.core._provenance import Provenance
 from modelprov.core._stack_trace import TraceOptions
+from modelprov.core._walks import nodes_and_graphs
 from modelprov.core.policy import Policies
 from modelprov.onnx._convert import ModelInput, run_on_copy
 from modelprov.onnx._function_bodies import (

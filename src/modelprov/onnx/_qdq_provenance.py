@@ -25,8 +25,8 @@ import dataclasses
 
 import onnx_ir as ir
 
-from modelprov.core._correspond import all_nodes
 from modelprov.core._provenance import Provenance
+from modelprov.core._walks import all_nodes
 from modelprov.core.policy import Policies
 from modelprov.onnx._recover import CONFIDENCE_KEY, recover_with_working_model
 

@@ -13,8 +13,8 @@ import json
 import numpy as np
 import onnx_ir as ir
 
-from modelprov.core._correspond import all_nodes
 from modelprov.core._printable import printable
+from modelprov.core._walks import all_nodes
 from modelprov.core.keys import QUANTIZED_TENSORS_FORMAT, RANGE_MAX_KEY, RANGE_MIN_KEY
 from modelprov.onnx._qdq_provenance import is_qdq, quantized_source
 

@@ -24,8 +24,8 @@ from collections.abc import Mapping
 
 import onnx_ir as ir
 
-from modelprov.core._correspond import all_nodes
 from modelprov.core._scoping import within
+from modelprov.core._walks import all_nodes
 from modelprov.core.keys import RANGE_MAX_KEY, RANGE_MIN_KEY
 from modelprov.errors import QuantizationError, keyword
 from modelprov.onnx._annotations import module_path_of

@@ -34,9 +34,10 @@ import onnx_ir as ir
 import onnx_ir.passes.common as common_passes
 
 from modelprov._proto_check import check_proto, read_proto
-from modelprov.core._correspond import Change, Snapshot, all_nodes, correspond
+from modelprov.core._correspond import Change, Snapshot, correspond
 from modelprov.core._printable import printable_lines
 from modelprov.core._provenance import Provenance
+from modelprov.core._walks import all_nodes
 from modelprov.core.keys import CONFIDENCE_KEY, RECOVER_REPORT_FORMAT
 from modelprov.core.policy import Policies
 from modelprov.errors import CorrespondenceError, keyword

@@ -16,8 +16,8 @@ import onnx_ir as ir
 import torch
 
 from modelprov._fx_lineage import export_node_names
-from modelprov.core._correspond import all_nodes
 from modelprov.core._sources import fx_node_name
+from modelprov.core._walks import all_nodes
 from modelprov.core.keys import SOURCE_NODE_KEY
 
 __all__ = ["SOURCE_NODE_KEY", "format_source_nodes", "record_source_nodes"]

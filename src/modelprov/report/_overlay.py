@@ -20,7 +20,7 @@ import onnx_ir as ir
 from onnx_ir.passes.common import NameFixPass
 
 from modelprov._io import atomic_write_bytes
-from modelprov.core._correspond import all_nodes
+from modelprov.core._walks import all_nodes
 from modelprov.errors import MetadataError
 from modelprov.onnx._convert import ModelInput, as_ir
 from modelprov.onnx._ir_check import checked_clone

@@ -6,7 +6,7 @@ import onnx
 import onnx_ir as ir
 from onnx import TensorProto, helper
 
-from modelprov.core._correspond._graph import all_graphs, all_nodes
+from modelprov.core._walks import all_graphs, all_nodes
 
 
 def _branch(name: str, depth: int) -> onnx.GraphProto:
