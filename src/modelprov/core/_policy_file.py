@@ -15,9 +15,10 @@ from typing import Any
 
 from modelprov._gc import gc_paused
 from modelprov._input_files import read_regular
-from modelprov.core import policy as _policy
+from modelprov.core import _builtin_policies  # noqa: F401  (registers the built-ins)
+from modelprov.core._policies import DEFAULT_POLICIES, Policies
+from modelprov.core._policy_registry import BUILTIN_POLICIES, Policy, Spec
 from modelprov.core.keys import POLICIES_FORMAT, RESERVED_PREFIX
-from modelprov.core.policy import DEFAULT_POLICIES, Policies, Policy, _Spec
 from modelprov.errors import PolicyError
 
 __all__ = [
@@ -40,27 +41,9 @@ _BASES = {"defaults": DEFAULT_POLICIES, "none": Policies()}
 
 _FIELDS = ("format", "version", "base", "default", "keys", "comment")
 
-_PLAIN: dict[str, Policy] = {
-    name: getattr(_policy, name)
-    for name in (
-        "union",
-        "first",
-        "drop",
-        "min",
-        "max",
-        "common_prefix",
-        "stack_traces",
-        "from_output",
-        "follow_output",
-        "error_on_conflict",
-    )
-}
-"""The built-in policies without options, by the name a file gives them."""
-
-_OPTIONS: dict[str, tuple[str, ...]] = {"join": ("sep",), "value_scoped": ("of",)}
-"""The built-in policies with options, and the fields of their object form."""
-
-_NAMES = ", ".join([*_PLAIN, "join", "value_scoped"])
+def _names() -> str:
+    """The registered built-ins, as error messages list them."""
+    return ", ".join(BUILTIN_POLICIES.names())
 
 
 def load_policies(path: str | os.PathLike[str]) -> Policies:
@@ -133,8 +116,9 @@ def parse_policies(
                 f"{where}: key {key!r} holds a lone surrogate (a \\uD800-\\uDFFF escape "
                 "without its pair), which no metadata key can hold; write the character itself"
             )
-        if isinstance(spec, str) and spec in _PLAIN:  # a plain name: no options to read
-            entries[key] = _PLAIN[spec]
+        builtin = BUILTIN_POLICIES.get(spec) if isinstance(spec, str) else None
+        if builtin is not None and not builtin.options:  # a plain name: no options to read
+            entries[key] = builtin.make()
         else:
             entries[key] = _parse_policy(spec, f"{where}: key {key!r}")
     return Policies({**base, **entries}, default=default)
@@ -245,43 +229,45 @@ def _parse_policy(spec: Any, where: str, *, inside: str | None = None) -> Policy
         given = spec.get("policy")
         if not isinstance(given, str):
             raise PolicyError(
-                f'{where}: a policy object needs "policy": NAME (one of {_NAMES}), '
+                f'{where}: a policy object needs "policy": NAME (one of {_names()}), '
                 f"got {_json_type(given) if given is not None else 'none'}"
             )
         name = given
         options = {field: value for field, value in spec.items() if field != "policy"}
     else:
         raise PolicyError(
-            f'{where}: a policy is a name (one of {_NAMES}) or an object {{"policy": NAME, ...}}, '
-            f"not a {_json_type(spec)}"
+            f"{where}: a policy is a name (one of {_names()}) or an object "
+            f'{{"policy": NAME, ...}}, not a {_json_type(spec)}'
         )
-    allowed = _OPTIONS.get(name, ())
-    if name not in _PLAIN and name not in _OPTIONS:
-        raise PolicyError(f"{where}: unknown policy {name!r}; use one of {_NAMES}")
+    builtin = BUILTIN_POLICIES.get(name)
+    if builtin is None:
+        raise PolicyError(f"{where}: unknown policy {name!r}; use one of {_names()}")
+    allowed = [option.name for option in builtin.options]
     for field in options:
         if field not in allowed:
             takes = f"its options are {', '.join(allowed)}" if allowed else "it takes no options"
             raise PolicyError(f"{where}: policy {name!r} has no option {field!r}; {takes}")
-    if name == "join":
-        sep = options.get("sep", "\n")
-        if not isinstance(sep, str) or not sep or not _is_text(sep):
+    if builtin.once is not None and inside == name:
+        raise PolicyError(
+            f"{where}: {name} inside {inside}: {builtin.once}; remove the inner {name}"
+        )
+    arguments: list[Any] = []
+    for option in builtin.options:
+        value = options.get(option.name, option.default)
+        if value is None and option.name not in options:
             raise PolicyError(
-                f'{where}: join\'s "sep" must be a non-empty string (e.g. "; "), not {sep!r}'[:300]
+                f'{where}: {name} needs "{option.name}": {option.meaning}, e.g. {option.example}'
             )
-        return _policy.join(sep)
-    if name == "value_scoped":
-        if inside is not None:
+        if option.kind == "policy":
+            arguments.append(_parse_policy(value, where, inside=name))
+        elif not isinstance(value, str) or not value or not _is_text(value):
             raise PolicyError(
-                f"{where}: value_scoped inside {inside}: a policy is value-scoped once; "
-                "remove the inner value_scoped"
+                f'{where}: {name}\'s "{option.name}" must be a non-empty string '
+                f"(e.g. {option.example}), not {value!r}"[:300]
             )
-        if "of" not in options:
-            raise PolicyError(
-                f'{where}: value_scoped needs "of": the policy it scopes, e.g. '
-                '{"policy": "value_scoped", "of": "max"}'
-            )
-        return _policy.value_scoped(_parse_policy(options["of"], where, inside="value_scoped"))
-    return _PLAIN[name]
+        else:
+            arguments.append(value)
+    return builtin.make(*arguments)
 
 
 def policy_json(value: Policy, what: str) -> str | dict[str, Any]:
@@ -296,7 +282,7 @@ def policy_json(value: Policy, what: str) -> str | dict[str, Any]:
     return _spec_json(spec)
 
 
-def _spec_json(spec: _Spec) -> str | dict[str, Any]:
+def _spec_json(spec: Spec) -> str | dict[str, Any]:
     name, options = spec
     if not options:
         return name
