@@ -239,7 +239,7 @@ def model_from_proto(proto: onnx.ModelProto, path: str | os.PathLike[str]) -> ir
             if isinstance(value.const_value, ir.ExternalTensor):
                 value.const_value.base_dir = base_dir
         return model
-    from modelprov.onnx._duplicates import has_duplicate_keys, merge_duplicate_keys
+    from modelprov._duplicate_keys import has_duplicate_keys, merge_duplicate_keys
 
     if has_duplicate_keys(proto):  # the proto is the caller's: merge in a copy
         copy = onnx.ModelProto()

@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING, Literal, TypeAlias, TypeVar
 import onnx
 import onnx_ir as ir
 
+from modelprov._duplicate_keys import has_duplicate_keys, merge_duplicate_keys
 from modelprov._io import load_model, load_model_proto
 from modelprov._proto_check import read_proto
 from modelprov.core._walks import all_nodes
 from modelprov.core.policy import Policies
 from modelprov.errors import UsageError
-from modelprov.onnx._duplicates import has_duplicate_keys, merge_duplicate_keys
 from modelprov.onnx._ir_check import checked_clone
 
 if TYPE_CHECKING:

@@ -33,6 +33,7 @@ import onnx
 import onnx_ir as ir
 import onnx_ir.passes.common as common_passes
 
+from modelprov._duplicate_keys import merged_entries
 from modelprov._proto_check import check_proto, read_proto
 from modelprov.core._correspond import Change, Snapshot, correspond
 from modelprov.core._printable import printable_lines
@@ -51,7 +52,6 @@ from modelprov.onnx._anchors_structure import (
 from modelprov.onnx._convert import ModelInput, model_input
 from modelprov.onnx._correspondence_check import correspondence_problems
 from modelprov.onnx._correspondence_run import RunComparison, compare_by_running, runnable
-from modelprov.onnx._duplicates import merged_entries
 from modelprov.onnx._ir_check import checked_clone
 from modelprov.onnx._lookup import proto_nodes
 from modelprov.onnx._pass_options import RecoverOptions
