@@ -237,11 +237,7 @@ MODELS: dict[str, Builder] = {
 }
 
 TOOLS: dict[str, tuple[str, dict[str, Any]]] = {
-    "onnxsim": ("onnxsim", {}),
-    "onnxslim": ("onnxslim", {}),
-    "onnxoptimizer": ("onnxoptimizer", {}),
-    "ort-basic": ("onnxruntime", {"level": "basic"}),
-    "ort-extended": ("onnxruntime", {"level": "extended"}),
+    s.label: (s.tool, dict(s.options)) for s in _tools.TOOLS.settings(portable_only=True)
 }
 
 
@@ -366,7 +362,7 @@ def sweep(models: list[str], tools: list[str], cache: str) -> list[dict[str, Any
             _print(rows[-1])
         for tool in (t for t in tools if t in TOOLS):
             runner, options = TOOLS[tool]
-            output: onnx.ModelProto = _tools._RUNNERS[runner](original, **options)
+            output: onnx.ModelProto = _tools.TOOLS[runner].run(original, **options)
             started = time.perf_counter()
             recovered = modelprov.recover(original, output)
             seconds = time.perf_counter() - started

@@ -12,17 +12,12 @@ import pytest
 import modelprov
 from modelprov.audit._diff import dynamic_nodes
 from modelprov.errors import CorrespondenceError, InvalidModelError
+from modelprov.onnx import _tools
 from tests._checks import region_violations, run
 from tests.conftest import example_inputs, fresh_export, plain_export
 
 MODELS = ["double_transpose", "cnn", "transformer_encoder", "gpt2"]
-TOOLS = [
-    ("onnxsim", {}),
-    ("onnxslim", {}),
-    ("onnxoptimizer", {}),
-    ("onnxruntime", {"level": "basic"}),
-    ("onnxruntime", {"level": "extended"}),
-]
+TOOLS = [(s.tool, dict(s.options)) for s in _tools.TOOLS.settings(portable_only=True)]
 
 
 def _inputs(name: str) -> list[np.ndarray]:
@@ -47,10 +42,8 @@ def _strip(proto: onnx.ModelProto) -> onnx.ModelProto:
 
 @functools.cache
 def _tool_output(name: str, tool: str, level: str | None) -> onnx.ModelProto:
-    from modelprov.onnx import _tools
-
     original = _with_provenance(name)
-    runner = _tools._RUNNERS[tool]
+    runner = _tools.TOOLS[tool].run
     return runner(original, **({"level": level} if level else {}))
 
 
@@ -266,7 +259,7 @@ def test_cli_recover_refuses_and_force_overrides(tmp_path) -> None:
     assert main([*args, "--force"]) == 0 and out.exists()
 
 
-ALL_TOOLS = [*TOOLS, ("onnxruntime", {"level": "all"})]
+ALL_TOOLS = [(s.tool, dict(s.options)) for s in _tools.TOOLS.settings()]
 
 
 @pytest.mark.parametrize(

@@ -1,9 +1,17 @@
-"""modelprov.optimize_with: run a third-party optimizer, then recover provenance."""
+"""Black-box tools as one registry (name -> runner -> options), and modelprov.optimize_with.
+
+A tool is registered once, where its runner is defined (``@register_tool``): its name, the
+labelled option sets the tests and the zoo benchmark run it with, and the runner, which
+takes a ModelProto and the tool's options and returns the tool's ModelProto. optimize_with,
+the tests and the benchmarks all read :data:`TOOLS`, so a new tool is one definition here.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import tempfile
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, overload
 
 import onnx
@@ -18,9 +26,100 @@ from modelprov.onnx._recover import recover_with_report
 if TYPE_CHECKING:
     from torch.onnx import ONNXProgram
 
-__all__ = ["TOOLS", "optimize_with"]
+__all__ = ["TOOLS", "BlackBoxTool", "ToolRegistry", "ToolSetting", "optimize_with", "register_tool"]
 
-TOOLS = ("onnxruntime", "onnxsim", "onnxslim", "onnxoptimizer")
+Runner = Callable[..., onnx.ModelProto]
+"""``runner(proto, **options) -> proto``: the tool's output for a model (never the input)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ToolSetting:
+    """One labelled way to run a tool (``ort-basic``: onnxruntime with ``level="basic"``).
+
+    ``portable`` is False where the output depends on this machine's CPU (onnxruntime's
+    ``all`` level lays tensors out for it): sweeps that compare machines leave it out.
+    """
+
+    label: str
+    tool: str
+    options: Mapping[str, Any]
+    portable: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
+class BlackBoxTool:
+    """A registered black-box tool: its name, its runner and the settings it is run with."""
+
+    name: str
+    run: Runner
+    settings: tuple[ToolSetting, ...]
+
+
+class ToolRegistry:
+    """The black-box tools by name, in the order they were registered."""
+
+    def __init__(self) -> None:
+        self._tools: dict[str, BlackBoxTool] = {}
+
+    def register(self, tool: BlackBoxTool) -> BlackBoxTool:
+        """Adds ``tool``; a name is registered once (ValueError for a second time)."""
+        if tool.name in self._tools:
+            raise ValueError(f"a black-box tool named {tool.name!r} is registered already")
+        self._tools[tool.name] = tool
+        return tool
+
+    def unregister(self, name: str) -> None:
+        """Removes the tool named ``name`` (for tests that register their own)."""
+        del self._tools[name]
+
+    def get(self, name: str) -> BlackBoxTool | None:
+        return self._tools.get(name)
+
+    def __getitem__(self, name: str) -> BlackBoxTool:
+        return self._tools[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._tools))
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def settings(self, *, portable_only: bool = False) -> list[ToolSetting]:
+        """Every tool's settings, tool by tool (only the portable ones if asked)."""
+        return [
+            setting
+            for tool in self._tools.values()
+            for setting in tool.settings
+            if setting.portable or not portable_only
+        ]
+
+
+TOOLS = ToolRegistry()
+"""The one registry of black-box tools: optimize_with, the tests and the benchmarks read it."""
+
+
+def register_tool(
+    name: str,
+    *settings: ToolSetting | tuple[str, Mapping[str, Any]],
+    registry: ToolRegistry = TOOLS,
+) -> Callable[[Runner], Runner]:
+    """Registers the decorated runner as the tool ``name``; ``settings`` are labelled
+    option sets (``("ort-basic", {"level": "basic"})`` or a :class:`ToolSetting`), the
+    tool's name with no options when none is given."""
+
+    def decorate(run: Runner) -> Runner:
+        given = settings or ((name, {}),)
+        made = tuple(
+            item if isinstance(item, ToolSetting) else ToolSetting(item[0], name, item[1])
+            for item in given
+        )
+        registry.register(BlackBoxTool(name, run, made))
+        return run
+
+    return decorate
 
 _ORT_LEVELS = {
     "disable": "ORT_DISABLE_ALL",
@@ -37,6 +136,12 @@ def _missing(tool: str, error: ImportError) -> MissingDependencyError:
     )
 
 
+@register_tool(
+    "onnxruntime",
+    ("ort-basic", {"level": "basic"}),
+    ("ort-extended", {"level": "extended"}),
+    ToolSetting("ort-all", "onnxruntime", {"level": "all"}, portable=False),
+)
 def _run_onnxruntime(
     proto: onnx.ModelProto, level: str = "extended", **options: Any
 ) -> onnx.ModelProto:
@@ -61,6 +166,7 @@ def _run_onnxruntime(
         return load_model_proto(target)
 
 
+@register_tool("onnxsim")
 def _run_onnxsim(proto: onnx.ModelProto, **options: Any) -> onnx.ModelProto:
     try:
         import onnxsim
@@ -75,6 +181,7 @@ def _run_onnxsim(proto: onnx.ModelProto, **options: Any) -> onnx.ModelProto:
     return simplified  # type: ignore[no-any-return]
 
 
+@register_tool("onnxslim")
 def _run_onnxslim(proto: onnx.ModelProto, **options: Any) -> onnx.ModelProto:
     try:
         import onnxslim
@@ -83,20 +190,13 @@ def _run_onnxslim(proto: onnx.ModelProto, **options: Any) -> onnx.ModelProto:
     return onnxslim.slim(proto, **options)  # type: ignore[no-any-return]
 
 
+@register_tool("onnxoptimizer")
 def _run_onnxoptimizer(proto: onnx.ModelProto, **options: Any) -> onnx.ModelProto:
     try:
         import onnxoptimizer
     except ImportError as error:
         raise _missing("onnxoptimizer", error) from None
     return onnxoptimizer.optimize(proto, **options)  # type: ignore[no-any-return]
-
-
-_RUNNERS = {
-    "onnxruntime": _run_onnxruntime,
-    "onnxsim": _run_onnxsim,
-    "onnxslim": _run_onnxslim,
-    "onnxoptimizer": _run_onnxoptimizer,
-}
 
 
 @overload
@@ -132,12 +232,12 @@ def optimize_with(
         The tool's model with provenance, as an onnx_ir.Model for an onnx_ir.Model or
         ONNXProgram input, else as a ModelProto.
     """
-    runner = _RUNNERS.get(tool)
-    if runner is None:
+    registered = TOOLS.get(tool)
+    if registered is None:
         raise UsageError(f"unknown tool {tool!r}; choose one of {', '.join(TOOLS)}")
     found = model_input(model, where="optimize_with", path_as="proto", load_weights=True)
     proto = ir.to_proto(found) if isinstance(found, ir.Model) else found
-    optimized = runner(proto, **options)
+    optimized = registered.run(proto, **options)
     restored, _ = recover_with_report(proto, optimized, policies=policies)
     if isinstance(restored, ir.Model):
         return restored
