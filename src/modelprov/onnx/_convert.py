@@ -21,7 +21,7 @@ from modelprov._io import load_model, load_model_proto
 from modelprov._proto_check import read_proto
 from modelprov.core._walks import all_nodes
 from modelprov.core.policy import Policies
-from modelprov.errors import UsageError
+from modelprov.errors import InvalidModelError, UsageError
 from modelprov.onnx._ir_check import checked_clone
 
 if TYPE_CHECKING:
@@ -29,16 +29,23 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ACCEPTED",
+    "GRAPH_KINDS",
     "AnyModel",
+    "GraphInput",
     "ModelInput",
     "ModelLike",
+    "ModelProto",
     "as_ir",
+    "graph_input",
     "model_input",
     "run_on_copy",
     "to_ir_copy",
     "without_duplicate_keys",
 ]
 
+ModelProto: TypeAlias = onnx.ModelProto
+"""``onnx.ModelProto``, for the passes' signatures: the passes and the core import no onnx
+(a ruff rule, TID251, keeps it so), only this edge does."""
 ModelLike = TypeVar("ModelLike", onnx.ModelProto, ir.Model)
 ResultT = TypeVar("ResultT", bound=ir.passes.PassResult)
 ModelInput: TypeAlias = "ir.Model | onnx.ModelProto | str | os.PathLike[str] | ONNXProgram"
@@ -108,6 +115,31 @@ def as_ir(model: ModelInput, *, where: str = "model") -> ir.Model:
     if isinstance(found, ir.Model):
         return found
     return read_proto(without_duplicate_keys(found))
+
+
+GraphInput: TypeAlias = "ir.Graph | ir.Function | onnx.GraphProto | onnx.FunctionProto"
+"""A graph or a function body, as onnx_ir objects or their protos."""
+GRAPH_KINDS = (ir.Graph, ir.Function, onnx.GraphProto, onnx.FunctionProto)
+"""The types of :data:`GraphInput`, for ``isinstance``."""
+
+
+def graph_input(graph_or_function: GraphInput, *, where: str) -> ir.Graph | ir.Function:
+    """An onnx_ir Graph or Function as it is; a GraphProto or FunctionProto read by onnx_ir
+    (InvalidModelError naming ``where`` when it cannot read it; the proto is not modified)."""
+    if not isinstance(graph_or_function, onnx.GraphProto | onnx.FunctionProto):
+        return graph_or_function
+    kind = type(graph_or_function).__name__
+    try:
+        return (
+            ir.serde.deserialize_graph(graph_or_function)
+            if isinstance(graph_or_function, onnx.GraphProto)
+            else ir.serde.deserialize_function(graph_or_function)
+        )
+    except Exception as error:
+        raise InvalidModelError(
+            f"{where}: onnx_ir cannot read this {kind} ({type(error).__name__}: "
+            f"{' '.join(str(error).split())[:200]})"
+        ) from None
 
 
 def without_duplicate_keys(

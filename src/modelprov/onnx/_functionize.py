@@ -26,7 +26,6 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, overload
 
-import onnx
 import onnx_ir as ir
 
 from modelprov.core._provenance import Provenance
@@ -52,7 +51,7 @@ from modelprov.onnx._aten_call import (
     schema_of,
 )
 from modelprov.onnx._call_provenance import call_metadata, rewrite_table
-from modelprov.onnx._convert import ModelInput, run_on_copy
+from modelprov.onnx._convert import ModelInput, ModelProto, run_on_copy
 from modelprov.onnx._pass_options import FunctionizeOptions, Level
 from modelprov.onnx._wrap import (
     Region,
@@ -556,11 +555,11 @@ def _module_chain(metadata: Mapping[str, str]) -> list[tuple[str, str]]:
 
 @overload
 def functionize(
-    model: onnx.ModelProto | str | os.PathLike[str],
+    model: ModelProto | str | os.PathLike[str],
     *,
     level: Level = ...,
     policies: Policies | None = ...,
-) -> onnx.ModelProto: ...
+) -> ModelProto: ...
 @overload
 def functionize(
     model: ir.Model | ONNXProgram, *, level: Level = ..., policies: Policies | None = ...
@@ -570,12 +569,12 @@ def functionize(
     *,
     level: Level = "aten",
     policies: Policies | None = None,
-) -> onnx.ModelProto | ir.Model:
+) -> ModelProto | ir.Model:
     """Wraps each ATen op (``level="aten"``) or nn.Module call (``"module"``) into a call
     of a model-local function; equal bodies share one function.
 
     Args:
-        model: an onnx.ModelProto, onnx_ir.Model, path or torch.onnx.ONNXProgram (from
+        model: an ModelProto, onnx_ir.Model, path or torch.onnx.ONNXProgram (from
             torch.onnx or modelprov); not modified.
         level: ``"aten"`` (domain ``pkg.torch.aten``) or ``"module"`` (``pkg.torch.module``).
         policies: merge policies for the call nodes' metadata (default DEFAULT_POLICIES).

@@ -17,7 +17,6 @@ import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, overload
 
-import onnx
 import onnx_ir as ir
 
 from modelprov.core._walks import all_nodes
@@ -29,7 +28,7 @@ from modelprov.core.keys import (
 )
 from modelprov.errors import MetadataError
 from modelprov.onnx._call_provenance import read_table, rewrite_table
-from modelprov.onnx._convert import ModelInput, run_on_copy
+from modelprov.onnx._convert import ModelInput, ModelProto, run_on_copy
 from modelprov.onnx._pass_options import InlineOptions
 from modelprov.onnx._wrap import INLINE_VERSION, type_from_json
 
@@ -412,14 +411,14 @@ def _drop_unused_functions(model: ir.Model) -> bool:
 
 
 @overload
-def inline(model: onnx.ModelProto | str | os.PathLike[str]) -> onnx.ModelProto: ...
+def inline(model: ModelProto | str | os.PathLike[str]) -> ModelProto: ...
 @overload
 def inline(model: ir.Model | ONNXProgram) -> ir.Model: ...
-def inline(model: ModelInput) -> onnx.ModelProto | ir.Model:
+def inline(model: ModelInput) -> ModelProto | ir.Model:
     """Back to a flat graph: every call functionize made becomes its nodes again.
 
     Args:
-        model: an onnx.ModelProto, onnx_ir.Model, path or torch.onnx.ONNXProgram; not
+        model: an ModelProto, onnx_ir.Model, path or torch.onnx.ONNXProgram; not
             modified.
 
     Returns:

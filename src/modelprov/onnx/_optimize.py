@@ -14,7 +14,6 @@ import os
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, overload
 
-import onnx
 import onnx_ir as ir
 import onnx_ir.passes.common as common_passes
 import onnxscript.optimizer
@@ -25,7 +24,7 @@ from modelprov.core._provenance import Provenance
 from modelprov.core._stack_trace import TraceOptions
 from modelprov.core._walks import nodes_and_graphs
 from modelprov.core.policy import Policies
-from modelprov.onnx._convert import ModelInput, run_on_copy
+from modelprov.onnx._convert import ModelInput, ModelProto, run_on_copy
 from modelprov.onnx._function_bodies import (
     add_body_sources,
     calls_functions,
@@ -267,12 +266,12 @@ def _run_optimizer_passes(tracker: _Tracker, label: str) -> list[StepRecord]:
 
 @overload
 def optimize(
-    model: onnx.ModelProto | str | os.PathLike[str],
+    model: ModelProto | str | os.PathLike[str],
     *,
     policies: Policies | None = ...,
     rules: Sequence[Any] | None = ...,
     trace_options: TraceOptions | None = ...,
-) -> onnx.ModelProto: ...
+) -> ModelProto: ...
 @overload
 def optimize(
     model: ir.Model | ONNXProgram,
@@ -287,11 +286,11 @@ def optimize(
     policies: Policies | None = None,
     rules: Sequence[Any] | None = None,
     trace_options: TraceOptions | None = None,
-) -> onnx.ModelProto | ir.Model:
+) -> ModelProto | ir.Model:
     """Optimizes like torch.onnx.export(optimize=True) and keeps every node's provenance.
 
     Args:
-        model: an onnx.ModelProto, onnx_ir.Model, path or torch.onnx.ONNXProgram; it is
+        model: an ModelProto, onnx_ir.Model, path or torch.onnx.ONNXProgram; it is
             not modified.
         policies: per-key merge policies (default: modelprov.DEFAULT_POLICIES).
         rules: extra onnxscript rewrite rules (``onnxscript.rewriter.pattern.RewriteRule``).

@@ -17,11 +17,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeAlias
 
 import numpy as np
-import onnx
 import onnx_ir as ir
 
-from modelprov.errors import InvalidModelError
-from modelprov.onnx._convert import ModelInput, as_ir
+from modelprov.onnx._convert import GRAPH_KINDS, GraphInput, ModelInput, as_ir, graph_input
 
 __all__ = [
     "RegionHasher",
@@ -279,7 +277,7 @@ def _function_digest(
     return _digest("function", digest, *sorted(attribute_names)).hex()
 
 
-HashInput: TypeAlias = "ir.Graph | ir.Function | onnx.GraphProto | onnx.FunctionProto | ModelInput"
+HashInput: TypeAlias = "GraphInput | ModelInput"
 
 
 def structural_hash(graph_or_function: HashInput) -> str:
@@ -293,21 +291,8 @@ def structural_hash(graph_or_function: HashInput) -> str:
     modified.
     """
     target: ir.Graph | ir.Function
-    if isinstance(graph_or_function, onnx.GraphProto | onnx.FunctionProto):
-        kind = type(graph_or_function).__name__
-        try:
-            target = (
-                ir.serde.deserialize_graph(graph_or_function)
-                if isinstance(graph_or_function, onnx.GraphProto)
-                else ir.serde.deserialize_function(graph_or_function)
-            )
-        except Exception as error:
-            raise InvalidModelError(
-                f"structural_hash: onnx_ir cannot read this {kind} ({type(error).__name__}: "
-                f"{' '.join(str(error).split())[:200]})"
-            ) from None
-    elif isinstance(graph_or_function, ir.Graph | ir.Function):
-        target = graph_or_function
+    if isinstance(graph_or_function, GRAPH_KINDS):
+        target = graph_input(graph_or_function, where="structural_hash")
     else:
         target = as_ir(
             graph_or_function,
