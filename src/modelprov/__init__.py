@@ -20,6 +20,8 @@ import sys
 import types
 from typing import TYPE_CHECKING, Any
 
+from modelprov._public_names import pin_value
+
 if TYPE_CHECKING:
     from modelprov import errors, policy
     from modelprov._join import join_sources
@@ -64,8 +66,8 @@ _LAZY = {
     "Recall": ".audit",
     "audit": ".audit",
     "diff": ".audit",
-    "Source": ".core._sources",
-    "TraceOptions": ".core._stack_trace",
+    "Source": ".core",
+    "TraceOptions": ".core",
     "export": ".onnx._export",
     "find_calls": ".onnx._find_calls",
     "FunctionizePass": ".onnx._functionize",
@@ -98,7 +100,9 @@ _LAZY = {
     "compare": ".numerics",
     "NumericsReport": ".numerics",
 }
-"""Where each public name lives (relative to this package); imported on first use."""
+"""Where each public name lives (relative to this package); imported on first use. A name
+that a public subpackage hands out is taken from that subpackage, which sets its
+``__module__``; the others get ``modelprov``."""
 
 _MODULES = frozenset({"errors", "policy", "keys", "core", "annotation", "onnx", "stablehlo"})
 """The names that are modules (``modelprov.core`` works without importing it first)."""
@@ -114,6 +118,7 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module 'modelprov' has no attribute {name!r}")
     loaded = importlib.import_module(module, __name__)
     value = loaded if name in _MODULES else getattr(loaded, name)
+    pin_value(name, value, __name__)
     globals()[name] = value
     return value
 

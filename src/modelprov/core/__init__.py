@@ -18,6 +18,8 @@ standard library only; a test checks it in a fresh interpreter)::
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from modelprov._public_names import pin_value
+
 if TYPE_CHECKING:
     from modelprov.core import keys, policy
     from modelprov.core._correspond import Change, Snapshot, correspond
@@ -55,6 +57,7 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module 'modelprov.core' has no attribute {name!r}")
     imported = importlib.import_module(module)
     value = imported if module.endswith("." + name) else getattr(imported, name)
+    pin_value(name, value, __name__)
     globals()[name] = value
     return value
 

@@ -45,8 +45,6 @@ class MergeContext:
     source_ids: tuple[str, ...] = ()
 
 
-MergeContext.__module__ = "modelprov.policy"
-
 
 @runtime_checkable
 class Policy(Protocol):
@@ -54,8 +52,6 @@ class Policy(Protocol):
 
     def __call__(self, values: Sequence[str], ctx: MergeContext, /) -> str | None: ...
 
-
-Policy.__module__ = "modelprov.policy"
 
 
 Spec: TypeAlias = "tuple[str, tuple[tuple[str, str | Spec], ...]]"

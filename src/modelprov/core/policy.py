@@ -16,6 +16,7 @@ format in ``core/_policy_file.py``.
 
 from __future__ import annotations
 
+from modelprov._public_names import pin_module
 from modelprov.core import _builtin_policies
 from modelprov.core._builtin_policies import *  # noqa: F403
 from modelprov.core._policies import DEFAULT_POLICIES, Policies
@@ -32,3 +33,5 @@ __all__ = [
     "parse_policies",
     *_builtin_policies.__all__,
 ]
+
+pin_module(globals(), __all__, "modelprov.policy")

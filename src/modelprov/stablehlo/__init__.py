@@ -4,6 +4,7 @@ Needs the ``stablehlo`` extra: ``pip install "modelprov[stablehlo]"``. ``FxNodeI
 ``modelprov.Source`` (the same class; ``StableHLOProgram.nodes`` holds one per FX node).
 """
 
+from modelprov._public_names import pin_module
 from modelprov.stablehlo._export import export_stablehlo
 from modelprov.stablehlo._graph_module import (
     StableHLOExportOptions,
@@ -31,3 +32,5 @@ __all__ = [
     "read_mlir_sources",
     "restore_attributes",
 ]
+
+pin_module(globals(), __all__, __name__)
