@@ -234,7 +234,7 @@ def test_every_command_that_merges_takes_the_one_policies_flag() -> None:
         "optimize": modelprov.OptimizeProvenancePass,
         "recover": modelprov.recover,
         "functionize": modelprov.FunctionizePass,
-        "inline": modelprov.InlinePass,
+        "inline": modelprov.InlineProvenancePass,
     }
     merging = set()
     for command in COMMANDS:

@@ -22,7 +22,7 @@ PUBLIC_API: dict[str, list[str]] = {
         "DiffReport",
         "FunctionizePass",
         "FunctionizeResult",
-        "InlinePass",
+        "InlineProvenancePass",
         "MergeContext",
         "OptimizeProvenancePass",
         "OptimizeResult",

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from modelprov.onnx._export import export
     from modelprov.onnx._find_calls import find_calls
     from modelprov.onnx._functionize import FunctionizePass, FunctionizeResult, functionize
-    from modelprov.onnx._inline import InlinePass, inline
+    from modelprov.onnx._inline import InlineProvenancePass, inline
     from modelprov.onnx._lookup import SourceIndex, sources
     from modelprov.onnx._optimize import (
         OptimizeProvenancePass,
@@ -73,7 +73,7 @@ _LAZY = {
     "FunctionizePass": ".onnx._functionize",
     "FunctionizeResult": ".onnx._functionize",
     "functionize": ".onnx._functionize",
-    "InlinePass": ".onnx._inline",
+    "InlineProvenancePass": ".onnx._inline",
     "inline": ".onnx._inline",
     "SourceIndex": ".onnx._lookup",
     "sources": ".onnx._lookup",
@@ -146,7 +146,7 @@ __all__ = [
     "DiffReport",
     "FunctionizePass",
     "FunctionizeResult",
-    "InlinePass",
+    "InlineProvenancePass",
     "MergeContext",
     "NumericsReport",
     "OptimizeProvenancePass",

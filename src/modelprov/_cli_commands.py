@@ -3,7 +3,8 @@
 ``COMMANDS`` lists every subcommand as data (``_cli_spec.Command``: name, help, handler,
 arguments); the flags of the pass-backed commands (optimize, recover, functionize, inline)
 are derived from the fields of their passes' options (``OptimizeProvenancePass``,
-``RecoverOptions``, ``FunctionizePass``, ``InlinePass``), so a new pass option is a new flag.
+``RecoverOptions``, ``FunctionizePass``, ``InlineProvenancePass``), so a new pass option is a
+new flag.
 Handlers return an exit code; errors are raised (``cli.main`` prints them).
 """
 
@@ -212,12 +213,12 @@ def _cmd_functionize(args: argparse.Namespace) -> int:
 
 
 def _cmd_inline(args: argparse.Namespace) -> int:
-    from modelprov.onnx._inline import InlinePass
+    from modelprov.onnx._inline import InlineProvenancePass
 
     return _rewrite_model(
         args,
         "inlining functions",
-        lambda model: InlinePass(**option_values(args, _inline_pass()))(model).model,
+        lambda model: InlineProvenancePass(**option_values(args, _inline_pass()))(model).model,
     )
 
 

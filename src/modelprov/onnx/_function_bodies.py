@@ -41,11 +41,11 @@ def calls_functions(model: ir.Model, nodes: Sequence[ir.Node] | None = None) -> 
 
 def inline_modelprov_calls(model: ir.Model) -> bool:
     """Inlines calls of functionize's functions exactly (``modelprov.inline``), in place."""
-    from modelprov.onnx._inline import InlinePass
+    from modelprov.onnx._inline import InlineProvenancePass
 
     if not any(key[0] in (ATEN_DOMAIN, MODULE_DOMAIN) for key in model.functions):
         return False
-    return InlinePass()(model).modified
+    return InlineProvenancePass()(model).modified
 
 
 def inline_user_functions(model: ir.Model) -> None:

@@ -107,11 +107,18 @@ class _Run:
     skipped: list[Skipped] = dataclasses.field(default_factory=list)
 
 
+_LEVEL_BEHAVIOURS: dict[str, str] = {"aten": "_wrap_aten_ops", "module": "_wrap_module_calls"}
+"""Which method of :class:`FunctionizePass` each ``level`` runs."""
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class FunctionizePass(FunctionizeOptions, ir.passes.InPlacePass):
     """Wraps ATen ops (``level="aten"``) or nn.Module calls (``"module"``) into functions.
 
-    The fields are the options. The result (:class:`FunctionizeResult`) counts the call
+    The two levels are two behaviours, named by the methods they run
+    (:data:`_LEVEL_BEHAVIOURS`): ``_wrap_aten_ops`` (each FX node's ATen op, main graph
+    only) and ``_wrap_module_calls`` (each nn.Module call, innermost first). The fields
+    are the options. The result (:class:`FunctionizeResult`) counts the call
     nodes made (``calls``) and lists what was left as it was (``skipped``); ``modified`` is
     true when a call was made.
     """
@@ -119,7 +126,7 @@ class FunctionizePass(FunctionizeOptions, ir.passes.InPlacePass):
     policies: Policies | None = None
 
     def __post_init__(self) -> None:
-        if self.level not in ("aten", "module"):
+        if self.level not in _LEVEL_BEHAVIOURS:
             raise UsageError(f"functionize level must be 'aten' or 'module', got {self.level!r}")
 
     def __call__(self, model_or_result: ir.Model | ir.passes.PassResult, /) -> FunctionizeResult:
@@ -131,10 +138,7 @@ class FunctionizePass(FunctionizeOptions, ir.passes.InPlacePass):
         run = _Run()
         provenance = Provenance.read(model)
         wrapper = Wrapper(model)
-        if self.level == "aten":
-            self._aten(model, provenance, wrapper, run)
-        else:
-            self._modules(model, provenance, wrapper, run)
+        getattr(self, _LEVEL_BEHAVIOURS[self.level])(model, provenance, wrapper, run)
         if run.calls:
             if model.ir_version is None or model.ir_version < 10:
                 model.ir_version = 10
@@ -179,7 +183,9 @@ class FunctionizePass(FunctionizeOptions, ir.passes.InPlacePass):
 
     # -- level="aten" -------------------------------------------------------------------
 
-    def _aten(self, model: ir.Model, provenance: Provenance, wrapper: Wrapper, run: _Run) -> None:
+    def _wrap_aten_ops(
+        self, model: ir.Model, provenance: Provenance, wrapper: Wrapper, run: _Run
+    ) -> None:
         schemas = load_schemas(model.metadata_props.get(ATEN_SCHEMAS_KEY))
         groups: dict[str, list[ir.Node]] = {}
         primaries: dict[str, int] = {}
@@ -235,7 +241,7 @@ class FunctionizePass(FunctionizeOptions, ir.passes.InPlacePass):
 
     # -- level="module" -----------------------------------------------------------------
 
-    def _modules(
+    def _wrap_module_calls(
         self, model: ir.Model, provenance: Provenance, wrapper: Wrapper, run: _Run
     ) -> None:
         schemas = load_schemas(model.metadata_props.get(ATEN_SCHEMAS_KEY))

@@ -35,7 +35,7 @@ from modelprov.onnx._wrap import INLINE_VERSION, type_from_json
 if TYPE_CHECKING:
     from torch.onnx import ONNXProgram
 
-__all__ = ["InlinePass", "inline", "inline_record", "metadata_at"]
+__all__ = ["InlineProvenancePass", "inline", "inline_record", "metadata_at"]
 
 _DOMAINS = (ATEN_DOMAIN, MODULE_DOMAIN)
 _DATA_TYPES = frozenset(int(member) for member in ir.DataType)
@@ -146,7 +146,7 @@ def _is_type(entry: object) -> bool:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class InlinePass(InlineOptions, ir.passes.InPlacePass):
+class InlineProvenancePass(InlineOptions, ir.passes.InPlacePass):
     """Replaces calls of functionize's functions (``pkg.torch.aten``, ``pkg.torch.module``)
     by their bodies, restoring each call's own names and metadata. A frozen dataclass like
     the other passes; it has no options (fields) yet."""
@@ -425,5 +425,5 @@ def inline(model: ModelInput) -> ModelProto | ir.Model:
         The inlined model, of the same kind; for ``inline(functionize(m))`` node for node
         ``m`` (ops, attributes, topology, names, metadata).
     """
-    inlined, _ = run_on_copy(InlinePass(), model, where="inline")
+    inlined, _ = run_on_copy(InlineProvenancePass(), model, where="inline")
     return inlined

@@ -41,7 +41,7 @@ class FunctionizeOptions:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class InlineOptions:
-    """The options of ``InlinePass`` (none yet)."""
+    """The options of ``InlineProvenancePass`` (none yet)."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
