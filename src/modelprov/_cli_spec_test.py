@@ -114,10 +114,12 @@ def test_the_readme_synopsis_lists_every_flag_of_every_command() -> None:
     import pathlib
     import re
 
+    import modelprov
     from modelprov._cli_commands import COMMANDS
     from modelprov.cli import build_parser
 
-    readme = pathlib.Path(__file__).resolve().parents[2] / "README.md"
+    # the checkout's root: two folders above the package (wherever this test lives in it)
+    readme = pathlib.Path(modelprov.__file__).resolve().parents[2] / "README.md"
     synopsis = readme.read_text(encoding="utf-8").split("## Command line", 1)[1].split("```")[1]
     lines = {line.split()[1]: line for line in synopsis.strip().splitlines()}
     parser = build_parser(complete=True)
