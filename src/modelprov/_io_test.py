@@ -48,9 +48,9 @@ def test_saved_model_reads_back_with_its_metadata(weights: list[float], note: st
         loaded = load_model(path, load_weights=True)
         node = next(iter(loaded.graph))
         assert node.metadata_props["custom.note"] == note
-        np.testing.assert_array_equal(
-            loaded.graph.initializers["w"].const_value.numpy(), np.array(weights, np.float32)
-        )
+        tensor = loaded.graph.initializers["w"].const_value
+        assert tensor is not None
+        np.testing.assert_array_equal(tensor.numpy(), np.array(weights, np.float32))
         assert sorted(os.listdir(folder)) == ["m.onnx"]  # no temporary left beside it
 
 

@@ -23,7 +23,8 @@ def _optimized_bytes() -> bytes:
         warnings.simplefilter("ignore")
         program = torch.onnx.export(module, args, dynamo=True, optimize=False, verbose=False)
     assert program is not None
-    return ir.to_proto(modelprov.optimize(program.model)).SerializeToString()
+    data: bytes = ir.to_proto(modelprov.optimize(program.model)).SerializeToString()
+    return data
 
 
 def _proto() -> onnx.ModelProto:
