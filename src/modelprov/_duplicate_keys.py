@@ -13,6 +13,7 @@ from typing import Any
 
 import onnx
 
+from modelprov._proto_walk import subgraphs
 from modelprov.core.policy import DEFAULT_POLICIES, MergeContext, Policies
 
 __all__ = ["has_duplicate_keys", "merge_duplicate_keys", "merged_entries"]
@@ -53,10 +54,7 @@ def _holders(proto: onnx.ModelProto) -> Iterator[tuple[str, Any]]:
         prefix, graph = graphs.pop()
         for index, node in enumerate(graph.node):
             yield f"{prefix}node {node.name or index!r}", node.metadata_props
-            for attribute in node.attribute:
-                if attribute.HasField("g"):
-                    graphs.append((f"{prefix}{node.name}/", attribute.g))
-                graphs.extend((f"{prefix}{node.name}/", g) for g in attribute.graphs)
+            graphs.extend((f"{prefix}{node.name}/", g) for g in subgraphs(node))
         if isinstance(graph, onnx.GraphProto):
             for info in [*graph.input, *graph.output, *graph.value_info]:
                 yield f"{prefix}value {info.name!r}", info.metadata_props

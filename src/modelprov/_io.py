@@ -35,6 +35,7 @@ from modelprov._output import (
     temporary_beside,
     temporary_name,
 )
+from modelprov._proto_walk import attribute_graphs
 from modelprov._proto_write import write_message
 from modelprov.errors import InvalidModelError, OutputError, UsageError
 
@@ -101,9 +102,7 @@ def _node_tensors(node: onnx.NodeProto) -> Iterator[onnx.TensorProto]:
         for sparse in attribute.sparse_tensors:
             yield sparse.values
             yield sparse.indices
-        if attribute.HasField("g"):
-            yield from _graph_tensors(attribute.g)
-        for subgraph in attribute.graphs:
+        for subgraph in attribute_graphs(attribute):
             yield from _graph_tensors(subgraph)
 
 

@@ -15,6 +15,7 @@ import onnx
 import onnx_ir as ir
 
 from modelprov._proto_structure import dataflow_problem, function_problem
+from modelprov._proto_walk import attribute_graphs
 from modelprov.errors import InvalidModelError, MetadataError
 
 __all__ = ["check_proto", "is_plain_and_valid", "read_proto", "text_problems"]
@@ -68,9 +69,7 @@ def _node_text(node: onnx.NodeProto, label: str, metadata: bool) -> Iterator[str
     if metadata:
         yield from _metadata(node.metadata_props, label)
     for attribute in node.attribute:
-        for graph in [attribute.g] if attribute.HasField("g") else []:
-            yield from _graph_text(graph, f"{label}/", metadata)
-        for graph in attribute.graphs:
+        for graph in attribute_graphs(attribute):
             yield from _graph_text(graph, f"{label}/", metadata)
 
 
@@ -156,9 +155,7 @@ def _node_clean(node: onnx.NodeProto, metadata: bool) -> bool:
     for attribute in node.attribute:
         if type(attribute.name) is not str:
             return False
-        if attribute.HasField("g") and not _graph_clean(attribute.g, metadata):
-            return False
-        for graph in attribute.graphs:
+        for graph in attribute_graphs(attribute):
             if not _graph_clean(graph, metadata):
                 return False
     return True

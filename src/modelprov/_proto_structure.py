@@ -13,16 +13,11 @@ from collections.abc import Iterable, Iterator, Sequence
 
 import onnx
 
+from modelprov._proto_walk import subgraphs
+
 __all__ = ["cycle_problem", "dataflow_problem", "function_problem"]
 
 FunctionKey = tuple[str, str, str]
-
-
-def _subgraphs(node: onnx.NodeProto) -> Iterator[onnx.GraphProto]:
-    for attribute in node.attribute:
-        if attribute.HasField("g"):
-            yield attribute.g
-        yield from attribute.graphs
 
 
 def _nodes_problem(
@@ -39,8 +34,8 @@ def _nodes_problem(
         for name in node.input:
             if name and name not in defined and not any(name in scope for scope in outer):
                 return f"{label} reads {name!r}, which {order_hint}"
-        subgraphs = list(_subgraphs(node)) if node.attribute else []
-        for subgraph in subgraphs:
+        inner = list(subgraphs(node)) if node.attribute else []
+        for subgraph in inner:
             problem = _graph_problem(subgraph, (*outer, defined), f"{label}/")
             if problem:
                 return problem
@@ -100,7 +95,7 @@ def _body_nodes(nodes: Iterable[onnx.NodeProto]) -> Iterator[onnx.NodeProto]:
             continue
         yield node
         if node.attribute:
-            pending.extend(iter(graph.node) for graph in _subgraphs(node))
+            pending.extend(iter(graph.node) for graph in subgraphs(node))
 
 
 def _duplicate_problem(functions: Sequence[onnx.FunctionProto]) -> str:
