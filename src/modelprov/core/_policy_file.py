@@ -15,6 +15,7 @@ from typing import Any
 
 from modelprov._gc import gc_paused
 from modelprov._input_files import read_regular
+from modelprov._versioned import header_problem
 from modelprov.core import _builtin_policies  # noqa: F401  (registers the built-ins)
 from modelprov.core._policies import DEFAULT_POLICIES, Policies
 from modelprov.core._policy_registry import BUILTIN_POLICIES, Policy, Spec
@@ -203,13 +204,15 @@ def _no_constant(where: str) -> Callable[[str], Any]:
 
 
 def _check_header(document: Mapping[str, Any], where: str) -> None:
-    found = document.get("format")
-    if found != POLICIES_FORMAT:
+    problem = header_problem(document, format=POLICIES_FORMAT, versions=(POLICIES_VERSION,))
+    if problem is None:
+        return
+    if problem.field != "version":
         raise PolicyError(
-            f'{where}: "format" is {found!r}, not {POLICIES_FORMAT!r}; '
+            f'{where}: "format" is {problem.found!r}, not {POLICIES_FORMAT!r}; '
             f'start the file with {{"format": "{POLICIES_FORMAT}", "version": {POLICIES_VERSION}'
         )
-    version = document.get("version")
+    version = problem.found
     if type(version) is not int:
         raise PolicyError(f'{where}: "version" is {version!r}; give the number {POLICIES_VERSION}')
     if version != POLICIES_VERSION:

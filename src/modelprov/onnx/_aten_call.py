@@ -22,6 +22,7 @@ from modelprov._torch_compat import (
     tensor_argument_kind,
 )
 from modelprov._torch_compat import schema_by_name as schema_of
+from modelprov._versioned import header_problem
 from modelprov.core.keys import ATEN_CALL_KEY, ATEN_SCHEMAS_FORMAT, ATEN_SCHEMAS_KEY, FX_NODE_KEY
 from modelprov.errors import MetadataError
 from modelprov.onnx._schema_text import read_arguments
@@ -98,12 +99,10 @@ class AtenCall:
             document = json.loads(text)
         except (ValueError, TypeError, RecursionError):
             return None
-        if not isinstance(document, dict):
+        if header_problem(document, format=None, versions=(1, ATEN_CALL_VERSION)) is not None:
             return None
         version, args = document.get("version"), document.get("args", [])
         target, schema = document.get("target"), document.get("schema", "")
-        if type(version) is not int or version not in (1, ATEN_CALL_VERSION):
-            return None
         if not isinstance(target, str) or not isinstance(schema, str):
             return None
         if not isinstance(args, list):
@@ -173,11 +172,14 @@ def load_schemas(text: str | None, *, where: str = "model") -> dict[str, str]:
         document = json.loads(text)
     except (ValueError, RecursionError) as error:
         raise MetadataError(f"{where}: {ATEN_SCHEMAS_KEY!r} is not valid JSON: {error}") from None
-    if not isinstance(document, dict) or document.get("format") != ATEN_SCHEMAS_FORMAT:
+    problem = header_problem(
+        document, format=ATEN_SCHEMAS_FORMAT, versions=(ATEN_SCHEMAS_VERSION,)
+    )
+    if problem is not None and problem.field != "version":
         raise MetadataError(f"{where}: {ATEN_SCHEMAS_KEY!r} is not a modelprov schema pool")
-    if document.get("version") != ATEN_SCHEMAS_VERSION:
+    if problem is not None:
         raise MetadataError(
-            f"{where}: {ATEN_SCHEMAS_KEY!r} version {document.get('version')!r} is not "
+            f"{where}: {ATEN_SCHEMAS_KEY!r} version {problem.found!r} is not "
             f"supported (supports {ATEN_SCHEMAS_VERSION}); upgrade modelprov"
         )
     schemas = document.get("schemas")

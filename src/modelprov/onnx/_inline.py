@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, overload
 
 import onnx_ir as ir
 
+from modelprov._versioned import header_problem
 from modelprov.core._walks import all_nodes
 from modelprov.core.keys import (
     ATEN_DOMAIN,
@@ -68,12 +69,13 @@ def inline_record(
         document = json.loads(text)
     except (ValueError, RecursionError):
         raise MetadataError(f"{where} is not valid JSON{fix}") from None
-    if not isinstance(document, dict):
+    header = header_problem(document, format=None, versions=(INLINE_VERSION,))
+    if header is not None and header.field == "document":
         raise MetadataError(f"{where} is not a JSON object{fix}")
-    version = document.get("version")
-    if type(version) is not int or version != INLINE_VERSION:
+    if header is not None:
         raise MetadataError(
-            f"{where} has version {version!r}; this modelprov reads version {INLINE_VERSION}"
+            f"{where} has version {header.found!r}; this modelprov reads version "
+            f"{INLINE_VERSION}"
         )
     nodes = document.get("nodes")
     if not isinstance(nodes, list) or len(nodes) != body_size:
