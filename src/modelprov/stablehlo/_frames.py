@@ -21,7 +21,8 @@ __all__ = ["call_stack", "is_tool_file"]
 
 _TOOLS = re.compile(
     r"(?:^|[/\\])(?:torchax|jax|jaxlib)[/\\]"
-    r"|(?:^|[/\\])modelprov[/\\](?:stablehlo|onnx|annotation)[/\\]_(?!\w*_test\.py)\w+\.py$"
+    r"|(?:^|[/\\])modelprov[/\\](?:stablehlo|onnx|annotation)[/\\]"  # or a stage folder of them
+    r"(?:[a-z]\w*[/\\])?_(?!\w*_test\.py)\w+\.py$"
     r"|(?:^|[/\\])torch[/\\](?:fx|_\w+|export|utils|autograd)[/\\]"
     r"|(?:^|[/\\])torch[/\\]nn[/\\]modules[/\\]module\.py$"
 )

@@ -46,6 +46,8 @@ def test_paths_are_rewritten_after_the_choice() -> None:
 def test_classification() -> None:
     assert is_tool_file("/x/site-packages/torchax/export.py")
     assert is_tool_file("/src/modelprov/stablehlo/_lower.py")
+    assert is_tool_file("/src/modelprov/onnx/export/_capture.py")  # a stage folder
+    assert not is_tool_file("/src/modelprov/onnx/export/_capture_test.py")
     assert is_tool_file(f"{_SITE}/torch/fx/interpreter.py")
     assert not is_tool_file(f"{_SITE}/torch/nn/modules/linear.py")
     assert call_stack("") == ()
