@@ -5,25 +5,18 @@ from __future__ import annotations
 
 import json
 import pathlib
-import warnings
 
 import onnx_ir as ir
 import pytest
-import torch
 
-from modelprov import _examples
 from modelprov._cli_commands import COMMANDS
+from modelprov._examples import plain_export_bytes
 from modelprov.cli import build_parser, main
 from modelprov.core.policy import DEFAULT_POLICIES, parse_policies
 
 
 def _export(path: pathlib.Path) -> None:
-    module, args = _examples.EXAMPLES["mlp"]()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        program = torch.onnx.export(module, args, dynamo=True, optimize=False, verbose=False)
-    assert program is not None
-    ir.save(program.model, str(path))
+    path.write_bytes(plain_export_bytes("mlp"))
 
 
 def test_optimize_writes_sources_audit_reads_them(

@@ -6,12 +6,23 @@ with the module in eval mode.
 
 from __future__ import annotations
 
+import functools
+import warnings
 from collections.abc import Callable
 
 import torch
 from torch import nn
 
-__all__ = ["EXAMPLES", "cnn", "double_transpose", "gpt2", "mlp", "transformer_encoder"]
+__all__ = [
+    "EXAMPLES",
+    "cnn",
+    "double_transpose",
+    "gpt2",
+    "mlp",
+    "optimized_export_bytes",
+    "plain_export_bytes",
+    "transformer_encoder",
+]
 
 Example = tuple[nn.Module, tuple[torch.Tensor, ...]]
 
@@ -111,3 +122,32 @@ EXAMPLES: dict[str, Callable[[], Example]] = {
     "mlp": mlp,
     "gpt2": gpt2,
 }
+
+
+@functools.cache
+def plain_export_bytes(name: str) -> bytes:
+    """The example's ``torch.onnx.export`` (dynamo, ``optimize=False``), serialized; made
+    once per process (tests read fresh copies of it)."""
+    import onnx_ir as ir
+
+    module, args = EXAMPLES[name]()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        program = torch.onnx.export(module, args, dynamo=True, optimize=False, verbose=False)
+    if program is None:  # pragma: no cover - dynamo always returns a program
+        raise RuntimeError(f"torch.onnx.export returned no program for {name!r}")
+    data: bytes = ir.to_proto(program.model).SerializeToString()
+    return data
+
+
+@functools.cache
+def optimized_export_bytes(name: str) -> bytes:
+    """:func:`plain_export_bytes` after ``modelprov.optimize``, serialized; made once."""
+    import onnx
+    import onnx_ir as ir
+
+    from modelprov.onnx._optimize import optimize
+
+    model = optimize(ir.from_proto(onnx.load_from_string(plain_export_bytes(name))))
+    data: bytes = ir.to_proto(model).SerializeToString()
+    return data

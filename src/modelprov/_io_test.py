@@ -54,13 +54,21 @@ def test_saved_model_reads_back_with_its_metadata(weights: list[float], note: st
         assert sorted(os.listdir(folder)) == ["m.onnx"]  # no temporary left beside it
 
 
-def test_external_data_outside_the_folder_is_refused_before_reading(tmp_path: pathlib.Path) -> None:
+def _external(**entries: str) -> onnx.ModelProto:
+    """The model with its weight ``w`` stored as external data described by ``entries``."""
     proto = ir.to_proto(_model(np.ones(2, np.float32)))
     tensor = proto.graph.initializer[0]
     tensor.data_location = onnx.TensorProto.EXTERNAL
     tensor.ClearField("raw_data")
     tensor.ClearField("float_data")
-    tensor.external_data.add(key="location", value="../secret.bin")
+    for key, value in entries.items():
+        tensor.external_data.add(key=key, value=value)
+    return proto
+
+
+def test_external_data_outside_the_folder_is_refused_before_reading(tmp_path: pathlib.Path) -> None:
+    proto = _external(location="../secret.bin")
+    tensor = proto.graph.initializer[0]
     path = tmp_path / "inner" / "m.onnx"
     path.parent.mkdir()
     path.write_bytes(proto.SerializeToString())
@@ -72,13 +80,7 @@ def test_external_data_outside_the_folder_is_refused_before_reading(tmp_path: pa
 
 
 def test_external_data_shorter_than_its_length_is_refused(tmp_path: pathlib.Path) -> None:
-    proto = ir.to_proto(_model(np.ones(2, np.float32)))
-    tensor = proto.graph.initializer[0]
-    tensor.data_location = onnx.TensorProto.EXTERNAL
-    tensor.ClearField("raw_data")
-    tensor.ClearField("float_data")
-    tensor.external_data.add(key="location", value="w.bin")
-    tensor.external_data.add(key="length", value="8")
+    proto = _external(location="w.bin", length="8")
     (tmp_path / "w.bin").write_bytes(b"\0" * 4)
     with pytest.raises(InvalidModelError, match=r"bytes 0..8, but the file holds only 4 bytes"):
         external_data_of(proto, str(tmp_path / "m.onnx"))

@@ -3,37 +3,22 @@ counted once by scope; bad metadata reported where it is, never trusted."""
 
 from __future__ import annotations
 
-import functools
 import pathlib
-import warnings
 
 import onnx
 import onnx_ir as ir
-import torch
 
-import modelprov
-from modelprov import _examples
+from modelprov._examples import optimized_export_bytes
 from modelprov.audit._audit import audit, metadata_bytes
 
 
-@functools.cache
-def _optimized_bytes() -> bytes:
-    module, args = _examples.EXAMPLES["mlp"]()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        program = torch.onnx.export(module, args, dynamo=True, optimize=False, verbose=False)
-    assert program is not None
-    data: bytes = ir.to_proto(modelprov.optimize(program.model)).SerializeToString()
-    return data
-
-
 def _proto() -> onnx.ModelProto:
-    return onnx.load_from_string(_optimized_bytes())
+    return onnx.load_from_string(optimized_export_bytes("mlp"))
 
 
 def test_every_model_kind_gets_the_same_report(tmp_path: pathlib.Path) -> None:
     path = tmp_path / "m.onnx"
-    path.write_bytes(_optimized_bytes())
+    path.write_bytes(optimized_export_bytes("mlp"))
     reports = [audit(_proto()), audit(ir.from_proto(_proto())), audit(path)]
     assert reports[0].to_dict() == reports[1].to_dict() == reports[2].to_dict()
     report = reports[0]

@@ -9,8 +9,10 @@ module.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Literal, Protocol, TypeAlias, TypeVar, runtime_checkable
+
+from modelprov._registry import Registry
 
 __all__ = [
     "BUILTIN_POLICIES",
@@ -122,35 +124,11 @@ class BuiltinPolicy:
     once: str | None = None
 
 
-class PolicyRegistry:
+class PolicyRegistry(Registry[BuiltinPolicy]):
     """The built-in policies by name, in the order they were registered."""
 
     def __init__(self) -> None:
-        self._entries: dict[str, BuiltinPolicy] = {}
-
-    def register(self, entry: BuiltinPolicy) -> BuiltinPolicy:
-        """Adds ``entry``; a name is registered once (ValueError for a second time)."""
-        if entry.name in self._entries:
-            raise ValueError(f"a built-in policy named {entry.name!r} is registered already")
-        self._entries[entry.name] = entry
-        return entry
-
-    def unregister(self, name: str) -> None:
-        """Removes the entry named ``name`` (for tests that register their own)."""
-        del self._entries[name]
-
-    def get(self, name: str) -> BuiltinPolicy | None:
-        return self._entries.get(name)
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._entries
-
-    def __iter__(self) -> Iterator[BuiltinPolicy]:
-        return iter(list(self._entries.values()))
-
-    def names(self) -> list[str]:
-        """Every registered name, in registration order."""
-        return list(self._entries)
+        super().__init__("built-in policy")
 
 
 BUILTIN_POLICIES = PolicyRegistry()

@@ -3,33 +3,19 @@ their keys merged by the policies."""
 
 from __future__ import annotations
 
-import functools
 import json
-import warnings
 
 import onnx
 import onnx_ir as ir
-import torch
 
-from modelprov import _examples
+from modelprov._examples import plain_export_bytes
 from modelprov.core._provenance import Provenance
 from modelprov.core.keys import FX_NODE_KEY, NODE_SOURCES_KEY
 from modelprov.core.policy import Policies, join, max
 
 
-@functools.cache
-def _export_bytes() -> bytes:
-    module, args = _examples.EXAMPLES["mlp"]()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        program = torch.onnx.export(module, args, dynamo=True, optimize=False, verbose=False)
-    assert program is not None
-    data: bytes = ir.to_proto(program.model).SerializeToString()
-    return data
-
-
 def _export() -> ir.Model:
-    return ir.from_proto(onnx.load_from_string(_export_bytes()))
+    return ir.from_proto(onnx.load_from_string(plain_export_bytes("mlp")))
 
 
 def _metadata(model: ir.Model) -> list[dict[str, str]]:

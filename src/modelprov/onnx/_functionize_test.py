@@ -3,38 +3,24 @@ the flat one did, and inline gives the flat graph back."""
 
 from __future__ import annotations
 
-import functools
 import typing
-import warnings
 
 import numpy as np
 import onnx
 import onnx_ir as ir
 import onnxruntime as ort
 import pytest
-import torch
 
 import modelprov
-from modelprov import _examples
+from modelprov._examples import EXAMPLES, optimized_export_bytes
 from modelprov.core.keys import ATEN_DOMAIN, MODULE_DOMAIN
 from modelprov.errors import UsageError
 from modelprov.onnx._functionize import _LEVEL_BEHAVIOURS, FunctionizePass
 from modelprov.onnx._pass_options import Level
 
 
-@functools.cache
-def _optimized_bytes() -> tuple[bytes, np.ndarray]:
-    module, args = _examples.EXAMPLES["mlp"]()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        program = torch.onnx.export(module, args, dynamo=True, optimize=False, verbose=False)
-    assert program is not None
-    data: bytes = ir.to_proto(modelprov.optimize(program.model)).SerializeToString()
-    return data, args[0].numpy()
-
-
 def _model() -> ir.Model:
-    return ir.from_proto(onnx.load_from_string(_optimized_bytes()[0]))
+    return ir.from_proto(onnx.load_from_string(optimized_export_bytes("mlp")))
 
 
 def _run(model: ir.Model) -> list[np.ndarray]:
@@ -42,7 +28,7 @@ def _run(model: ir.Model) -> list[np.ndarray]:
         ir.to_proto(model).SerializeToString(), providers=["CPUExecutionProvider"]
     )
     name = session.get_inputs()[0].name
-    return session.run(None, {name: _optimized_bytes()[1]})  # type: ignore[no-any-return]
+    return session.run(None, {name: EXAMPLES["mlp"]()[1][0].numpy()})  # type: ignore[no-any-return]
 
 
 def test_each_level_is_one_named_behaviour() -> None:

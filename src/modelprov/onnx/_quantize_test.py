@@ -3,31 +3,16 @@ modified; bad calibration batches and options are one clear error each."""
 
 from __future__ import annotations
 
-import functools
-import warnings
-
 import numpy as np
 import onnx
 import onnx_ir as ir
 import pytest
 import torch
 
-import modelprov
-from modelprov import _examples
+from modelprov._examples import optimized_export_bytes
 from modelprov.errors import QuantizationError
 from modelprov.onnx._lookup import node_sources
 from modelprov.onnx._quantize import _feed, choose_reduce_range, quantize
-
-
-@functools.cache
-def _optimized_bytes() -> bytes:
-    module, args = _examples.EXAMPLES["mlp"]()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        program = torch.onnx.export(module, args, dynamo=True, optimize=False, verbose=False)
-    assert program is not None
-    data: bytes = ir.to_proto(modelprov.optimize(program.model)).SerializeToString()
-    return data
 
 
 def _batches(model: onnx.ModelProto) -> list[np.ndarray]:
@@ -37,9 +22,9 @@ def _batches(model: onnx.ModelProto) -> list[np.ndarray]:
 
 
 def test_every_quantized_node_has_sources_and_the_input_is_kept() -> None:
-    original = onnx.load_from_string(_optimized_bytes())
+    original = onnx.load_from_string(optimized_export_bytes("mlp"))
     quantized = quantize(original, calibration_batches=_batches(original), reduce_range=False)
-    assert original.SerializeToString() == _optimized_bytes()
+    assert original.SerializeToString() == optimized_export_bytes("mlp")
     assert isinstance(quantized, onnx.ModelProto)
     ops = [node.op_type for node in quantized.graph.node]
     assert "QuantizeLinear" in ops and "DequantizeLinear" in ops
@@ -66,4 +51,4 @@ def test_reduce_range_as_given_or_refused() -> None:
     with pytest.raises(QuantizationError, match="give True, False or None"):
         choose_reduce_range("int8", "int8", 1)  # type: ignore[arg-type]
     with pytest.raises(QuantizationError, match="format='qint'"):
-        quantize(onnx.load_from_string(_optimized_bytes()), format="qint")
+        quantize(onnx.load_from_string(optimized_export_bytes("mlp")), format="qint")

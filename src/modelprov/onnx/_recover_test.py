@@ -3,35 +3,19 @@ back; a model that computes something else is refused; the inputs are never modi
 
 from __future__ import annotations
 
-import functools
-import warnings
-
 import numpy as np
 import onnx
 import onnx_ir as ir
 import pytest
-import torch
 
-import modelprov
-from modelprov import _examples
+from modelprov._examples import optimized_export_bytes
 from modelprov.errors import CorrespondenceError
 from modelprov.onnx._lookup import node_sources
 from modelprov.onnx._recover import recover, recover_with_report
 
 
-@functools.cache
-def _optimized_bytes() -> bytes:
-    module, args = _examples.EXAMPLES["mlp"]()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        program = torch.onnx.export(module, args, dynamo=True, optimize=False, verbose=False)
-    assert program is not None
-    data: bytes = ir.to_proto(modelprov.optimize(program.model)).SerializeToString()
-    return data
-
-
 def _original() -> onnx.ModelProto:
-    return onnx.load_from_string(_optimized_bytes())
+    return onnx.load_from_string(optimized_export_bytes("mlp"))
 
 
 def _stripped(proto: onnx.ModelProto, rename: bool) -> onnx.ModelProto:

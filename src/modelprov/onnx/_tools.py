@@ -11,13 +11,14 @@ from __future__ import annotations
 import dataclasses
 import os
 import tempfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, overload
 
 import onnx
 import onnx_ir as ir
 
 from modelprov._io import load_model_proto
+from modelprov._registry import Registry
 from modelprov.core.policy import Policies
 from modelprov.errors import CorrespondenceError, MissingDependencyError, UsageError
 from modelprov.onnx._convert import ModelInput, model_input
@@ -55,43 +56,17 @@ class BlackBoxTool:
     settings: tuple[ToolSetting, ...]
 
 
-class ToolRegistry:
+class ToolRegistry(Registry[BlackBoxTool]):
     """The black-box tools by name, in the order they were registered."""
 
     def __init__(self) -> None:
-        self._tools: dict[str, BlackBoxTool] = {}
-
-    def register(self, tool: BlackBoxTool) -> BlackBoxTool:
-        """Adds ``tool``; a name is registered once (ValueError for a second time)."""
-        if tool.name in self._tools:
-            raise ValueError(f"a black-box tool named {tool.name!r} is registered already")
-        self._tools[tool.name] = tool
-        return tool
-
-    def unregister(self, name: str) -> None:
-        """Removes the tool named ``name`` (for tests that register their own)."""
-        del self._tools[name]
-
-    def get(self, name: str) -> BlackBoxTool | None:
-        return self._tools.get(name)
-
-    def __getitem__(self, name: str) -> BlackBoxTool:
-        return self._tools[name]
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._tools
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(list(self._tools))
-
-    def __len__(self) -> int:
-        return len(self._tools)
+        super().__init__("black-box tool")
 
     def settings(self, *, portable_only: bool = False) -> list[ToolSetting]:
         """Every tool's settings, tool by tool (only the portable ones if asked)."""
         return [
             setting
-            for tool in self._tools.values()
+            for tool in self.entries()
             for setting in tool.settings
             if setting.portable or not portable_only
         ]
