@@ -7,13 +7,16 @@ transformer mix (stem conv, two residual blocks, head), prints:
   frame), after ``jax.jit(...).compile()`` (target >= 95%);
 - XLA op_name: computing instructions of the optimized HLO (parameters, constants and tuples
   aside; broadcasts of constants and fusions counted) whose op_name names their module or
-  the root-level op they compute (issue 27, target >= 95%), with the misses by opcode;
+  the root-level op they compute (issue 27, target >= 95%), with the misses by opcode: every
+  instruction of the text (a dump's view, fused computations' bodies included), and the
+  kernels (a profiler's view: a fusion is one, named by its own metadata); ``-v`` lists
+  each miss;
 - IREE: ops of ``iree-compile --compile-to=flow`` whose location is known and names a module
   path/source node (target >= 90%);
 - join: user FX nodes found on both the ONNX and the StableHLO side by source id, overall
   and from each side (target >= 95%).
 
-    python benchmarks/bench_downstream.py [--models mlp,transformer_encoder,llama,conv_transformer]
+    python benchmarks/bench_downstream.py [--models mlp,...,conv_transformer] [-v]
 """
 
 from __future__ import annotations
@@ -32,9 +35,11 @@ def main(argv: list[str] | None = None) -> int:
     """Measure every model and print one line each."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--models", default=",".join(_downstream.MODELS))
+    parser.add_argument("-v", "--verbose", action="store_true", help="list each op_name miss")
     options = parser.parse_args(argv)
     print(
-        f"{'model':22} {'XLA named+line':>18} {'XLA op_name':>16} {'IREE flow named':>18} "
+        f"{'model':22} {'XLA named+line':>18} {'XLA op_name':>16} {'kernels':>13} "
+        f"{'IREE flow named':>18} "
         f"{'join both/all':>15} "
         f"{'onnx->shlo':>10} {'shlo->onnx':>10} {'export s':>8}"
     )
@@ -46,6 +51,9 @@ def main(argv: list[str] | None = None) -> int:
         hlo = _downstream.compiled_hlo(program, *args, *kwargs.values())
         total, good, _ = _downstream.hlo_survival(program, hlo)
         counted, op_named, misses = _downstream.hlo_op_name_coverage(program, hlo)
+        kernels, named_kernels, _ = _downstream.hlo_op_name_coverage(
+            program, hlo, kernels_only=True
+        )
         missed = collections.Counter(
             f"{i.opcode}{'' if i.op_name else '(no op_name)'}" for i in misses
         )
@@ -60,11 +68,15 @@ def main(argv: list[str] | None = None) -> int:
         joined = modelprov.join_sources(onnx_program, program)
         print(
             f"{name:22} {f'{good}/{total}={good / total:.3f}':>18} "
-            f"{f'{op_named}/{counted}={op_named / counted:.3f}':>16} {iree:>18} "
+            f"{f'{op_named}/{counted}={op_named / counted:.3f}':>16} "
+            f"{f'{named_kernels}/{kernels}={named_kernels / kernels:.3f}':>13} {iree:>18} "
             f"{f'{len(joined.both)}/{len(joined.ids)}={joined.coverage:.3f}':>15} "
             f"{joined.onnx_coverage:>10.3f} {joined.stablehlo_coverage:>10.3f} {seconds:>8.1f}"
         )
         print(f"{'':22} op_name misses: {dict(missed.most_common())}")
+        if options.verbose:
+            for miss in misses:
+                print(f"{'':24}{miss.name} {miss.opcode} op_name={miss.op_name!r}")
     return 0
 
 

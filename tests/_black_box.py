@@ -287,7 +287,10 @@ def split_batch_norm(graph: ir.Graph, rng: random.Random, touched: set[ir.Node])
 
 
 def merge_duplicates(graph: ir.Graph, rng: random.Random, touched: set[ir.Node]) -> None:
-    """Nodes with the same op, attributes and inputs: the first survives (onnxslim)."""
+    """Nodes with the same op, attributes and inputs: the first survives (onnxslim); equal
+    literals are merged first, or not (then copies reading equal literals stay)."""
+    if rng.random() < 0.5:
+        merge_equal_constants(graph, rng, touched)
     changed = True
     while changed:
         changed = False
@@ -328,6 +331,55 @@ def merge_equal_constants(graph: ir.Graph, rng: random.Random, touched: set[ir.N
             touched.add(use.node)
         node.outputs[0].replace_all_uses_with(kept.outputs[0])
         graph.remove(node, safe=True)
+
+
+def fuse_consecutive(graph: ir.Graph, rng: random.Random, touched: set[ir.Node]) -> None:
+    """A Reshape of a Reshape becomes one Reshape of the first's input (onnxsim, onnxslim);
+    a Slice of a Slice on other axes becomes one Slice with the starts, ends, axes and steps
+    of both, as fresh initializers (onnxsim) or Concats of the old ones (onnxoptimizer).
+    The fused node takes the second's output name or a fresh one; the first stays while
+    others read it. The fused node's readers count as touched (they read a fused value)."""
+    for node in list(graph):
+        if node.op_type not in ("Reshape", "Slice") or node in touched or node.graph is None:
+            continue
+        first = node.inputs[0].producer() if node.inputs[0] is not None else None
+        if first is None or first.op_type != node.op_type or first in touched:
+            continue
+        if node.op_type == "Reshape":
+            shape = _constant_array(node.inputs[1])
+            if shape is None or 0 in shape or "allowzero" in node.attributes:
+                continue
+            inputs = [first.inputs[0], node.inputs[1]]
+            made: list[ir.Node] = []
+        else:
+            params = [[_constant_array(v) for v in each.inputs[1:]] for each in (first, node)]
+            if any(len(p) != 4 or any(a is None for a in p) for p in params):
+                continue
+            if set(params[0][2].tolist()) & set(params[1][2].tolist()):
+                continue  # the same axis twice: not one Slice
+            if rng.random() < 0.5:
+                inputs = [first.inputs[0]] + [
+                    _initializer(graph, _fresh(graph, "fused_slice_"), np.concatenate([a, b]))
+                    for a, b in zip(*params, strict=True)
+                ]
+                made = []
+            else:
+                made = [
+                    ir.node("Concat", [a, b], attributes={"axis": 0})
+                    for a, b in zip(first.inputs[1:], node.inputs[1:], strict=True)
+                ]
+                inputs = [first.inputs[0], *(each.outputs[0] for each in made)]
+                for each in made:
+                    each.outputs[0].name = _fresh(graph, "fused_slice_")
+                    graph.insert_before(node, each)
+                    touched.add(each)
+        fused = ir.node(node.op_type, inputs, attributes=dict(node.attributes))
+        for use in list(node.outputs[0].uses()):
+            touched.add(use.node)  # its readers now read a fused value
+        _replace_node(graph, node, fused, touched)
+        if rng.random() < 0.5 and fused.outputs[0] not in graph.outputs:
+            fused.outputs[0].name = _fresh(graph, "fused_")
+    _drop_dead(graph)
 
 
 def eliminate_no_ops(graph: ir.Graph, rng: random.Random, touched: set[ir.Node]) -> None:
@@ -425,6 +477,7 @@ REWRITES: dict[str, Rewrite] = {
     "fuse_conv_bn": fuse_conv_bn,
     "split_batch_norm": split_batch_norm,
     "merge_duplicates": merge_duplicates,
+    "fuse_consecutive": fuse_consecutive,
     "merge_equal_constants": merge_equal_constants,
     "eliminate_no_ops": eliminate_no_ops,
     "insert_layout": insert_layout,

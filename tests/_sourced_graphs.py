@@ -11,7 +11,10 @@ between sources the way the exporter shares them:
   by the attention lowering's Add, and its shape (``Shape`` of it) by the attention's
   Reshape; a literal ``index`` created (an axis) is read by the attention's Gather;
 * a zero bias created by the first bias-free Conv is read by the later ones;
-* a scale constant created by one attention is read by the next.
+* a scale constant created by one attention is read by the next;
+* an expression written twice reads two equal literals, one per copy;
+* the Slices of a window partition (rows, then columns of each, as Swin's patch merging
+  slices ``x[0::2, 0::2]`` …) read literals created by the first Slice needing each.
 
 Every node's value reaches the output (no dead code), so every source must survive any
 transformation that keeps the numerics.
@@ -27,7 +30,17 @@ from hypothesis import strategies as st
 
 __all__ = ["SourcedGraph", "build", "sourced_graphs"]
 
-SEQUENCE_BLOCKS = ("linear", "act", "residual", "view", "attention", "duplicate", "noop", "norm")
+SEQUENCE_BLOCKS = (
+    "linear",
+    "act",
+    "residual",
+    "view",
+    "attention",
+    "duplicate",
+    "noop",
+    "norm",
+    "windows",
+)
 IMAGE_BLOCKS = ("conv", "bn", "act", "residual", "duplicate", "noop")
 _NOOPS = ("identity", "transpose_pair", "reshape_pair", "cast")
 _ACTS = ("Relu", "Tanh", "Sigmoid", "Neg")
@@ -138,13 +151,43 @@ def _sequence_block(b: _Builder, kind: str, h: ir.Value, history: list[ir.Value]
     if kind == "attention":
         return _attention(b, h, i, module)
     if kind == "duplicate":
-        b.begin("tanh", "aten.tanh.default", module)
-        first = b.node("Tanh", [h])
-        b.begin("tanh", "aten.tanh.default", module)
-        second = b.node("Tanh", [h])
+        # The same expression written twice (``tanh(h) * 2 + tanh(h) * 2``): each copy's
+        # Mul reads a literal of its own, equal to the other's.
+        copies = []
+        for _ in range(2):
+            b.begin("tanh", "aten.tanh.default", module)
+            copy = b.node("Tanh", [h])
+            b.begin("mul", "aten.mul.Tensor", module)
+            copies.append(b.node("Mul", [copy, b.constant(np.array(2.0, np.float32))]))
         b.begin("add", "aten.add.Tensor", module)
-        return b.node("Add", [first, second])
+        return b.node("Add", copies)
+    if kind == "windows":
+        return _windows(b, h, module)
     return _noop(b, _NOOPS[i % len(_NOOPS)], h, module)
+
+
+def _windows(b: _Builder, h: ir.Value, module: str) -> ir.Value:
+    """Rows even and odd, each split into even and odd columns, concatenated and viewed
+    back: six Slices on shared literals (``h`` is 4 x 8; ``x[0::2]`` ends at the largest
+    int64, as torch.onnx writes it)."""
+
+    def literal(number: int) -> ir.Value:
+        found = b.shared.get(f"slice {number}")
+        if found is None:
+            found = b.shared[f"slice {number}"] = b.constant(np.array([number], np.int64))
+        return found
+
+    def slice_(value: ir.Value, start: int, end: int, axis: int) -> ir.Value:
+        b.begin("slice", "aten.slice.Tensor", module)
+        return b.node("Slice", [value, literal(start), literal(end), literal(axis), literal(2)])
+
+    end = int(np.iinfo(np.int64).max)
+    rows = [slice_(h, start, end, 0) for start in (0, 1)]
+    parts = [slice_(row, start, end, 1) for start in (0, 1) for row in rows]
+    b.begin("cat", "aten.cat.default", module)
+    joined = b.node("Concat", parts, axis=1)
+    b.begin("view", "aten.view.default", module)
+    return b.node("Reshape", [joined, b.constant(np.array([4, 8], np.int64))])
 
 
 def _noop(b: _Builder, which: str, h: ir.Value, module: str) -> ir.Value:

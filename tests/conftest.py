@@ -53,13 +53,3 @@ def export_of():
         return fresh_export(name)
 
     return make
-
-
-_BEFORE_TORCHAX = ("test_export_higher_order.py",)
-"""Test files that run torch.cond in this process: importing torchax (any StableHLO test)
-renames torch's privateuse1 backend to ``jax``, after which dynamo refuses higher-order ops
-in the process (a known limitation, README). They run first, before any test imports it."""
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    items.sort(key=lambda item: item.path.name not in _BEFORE_TORCHAX)  # stable: order kept

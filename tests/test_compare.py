@@ -291,7 +291,8 @@ def test_qoperator_values_are_compared_as_the_real_values_they_hold(tmp_path) ->
     modelprov.export(mlp, (batches[0],), path, annotations=modelprov.calibrate(mlp, batches))
     qdq = compare(mlp, modelprov.quantize(path, calibration_batches=batches), (batches[0],))
     qop = compare(
-        mlp, modelprov.quantize(path, calibration_batches=batches, format="qoperator"),
+        mlp,
+        modelprov.quantize(path, calibration_batches=batches, format="qoperator"),
         (batches[0],),
     )
     integer_rows = [row for row in qop.rows if row.node.endswith("_quant")]  # QGemm outputs

@@ -157,6 +157,56 @@ def _tool(*rewrites: str, seed: int = 0, keep: bool = True) -> Step:
             [_tool("merge_equal_constants")],
             id="a-kept-literal-takes-no-merged-literals-source",
         ),
+        pytest.param(
+            ("sequence", ("act", "windows"), 0),
+            [_tool("fuse_consecutive", seed=0)],
+            id="two-slices-made-one-are-not-the-second",
+        ),
+        pytest.param(
+            ("sequence", ("act", "windows", "windows"), 0),
+            [_tool("rename_values", "fuse_consecutive", seed=2)],
+            id="a-fused-slice-that-kept-a-name-reads-other-constants",
+        ),
+        pytest.param(
+            ("sequence", ("noop", "act", "noop", "windows"), 0),
+            [_tool("fuse_consecutive", seed=1)],
+            id="a-reshape-of-a-reshape-made-one-computes-the-second",
+        ),
+        pytest.param(
+            ("image", ("act", "noop", "duplicate", "bn"), 1),
+            [_tool("merge_duplicates", seed=1)],
+            id="merged-copies-reading-equal-literals-go-to-their-twins",
+        ),
+        pytest.param(
+            ("image", ("act", "noop", "duplicate", "bn"), 0),
+            [_tool("reorder", "merge_duplicates", seed=0)],
+            id="the-tool-keeps-the-second-copy",
+        ),
+        pytest.param(
+            ("sequence", ("duplicate",), 0),
+            [Step("optimize")],
+            id="common-subexpressions-go-to-their-twins-one-by-one",
+        ),
+        pytest.param(
+            ("sequence", ("attention", "attention"), 0),
+            [_tool("merge_equal_constants", seed=0, keep=False)],
+            id="a-node-reading-a-merged-equal-literal-is-unchanged",
+        ),
+        pytest.param(
+            ("sequence", ("windows",), 0),
+            [Step("optimize"), _tool("fuse_consecutive", "insert_layout", seed=0, keep=False)],
+            id="a-layout-conversion-skips-the-readers-of-fused-nodes",
+        ),
+        pytest.param(
+            ("sequence", ("windows",), 0),
+            [Step("optimize"), _tool("fuse_consecutive", "merge_duplicates", seed=0, keep=False)],
+            id="a-constant-a-fused-slice-reads-works-for-that-slice-only",
+        ),
+        pytest.param(
+            ("sequence", ("act", "act", "duplicate"), 0),
+            [_tool("merge_equal_constants", "rename_values", seed=0, keep=False)],
+            id="a-renamed-merged-literal-is-the-first-of-its-equals",
+        ),
     ],
 )
 def test_generated_regression(recipe, steps) -> None:

@@ -477,6 +477,7 @@ def _export_stablehlo(
             annotations=annotations or None,
             policies=args.policies,
             number_attributes=args.stablehlo_numbers,
+            composites=args.stablehlo_composites,
         )
         text_path, export_path, weights_path = program.save(args.stablehlo)
     _wrote(text_path, f"{len(program.ops)} ops, {program.coverage:.0%} name their FX node")
@@ -943,6 +944,12 @@ COMMANDS: tuple[Command, ...] = (
                 'default) or as strings (custom.min = "0.0")',
             ),
             argument(
+                "--stablehlo-composites",
+                action="store_true",
+                help="each ATen call as a stablehlo.composite named by its ATen name "
+                "(aten.linear.default), its decomposition the ops it lowers to",
+            ),
+            argument(
                 "--calibrate",
                 type=_positive_int,
                 metavar="N",
@@ -1220,9 +1227,7 @@ COMMANDS: tuple[Command, ...] = (
                 default=1e-4,
                 help="relative tolerance, times max |reference| of each value (default 1e-4)",
             ),
-            argument(
-                "--atol", type=float, default=1e-5, help="absolute tolerance (default 1e-5)"
-            ),
+            argument("--atol", type=float, default=1e-5, help="absolute tolerance (default 1e-5)"),
             argument(
                 "--isolate",
                 action="store_true",

@@ -32,9 +32,7 @@ def open_regular(path: str | os.PathLike[str]) -> BinaryIO:
                 if stat.S_ISSOCK(mode)
                 else "a device"
             )
-            raise OSError(
-                errno.EINVAL, f"{kind}, not a regular file; give a file", name
-            )
+            raise OSError(errno.EINVAL, f"{kind}, not a regular file; give a file", name)
         os.set_blocking(descriptor, True)
         return os.fdopen(descriptor, "rb")
     except BaseException:

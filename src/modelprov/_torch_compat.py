@@ -4,6 +4,8 @@ Used, and why there is no public way:
 
 - ``torch._ops.OpOverload`` / ``OpOverloadPacket``: the type of an FX node's ATen target
   (``torch.ops.aten.addmm.default``); torch exports no public alias.
+- ``torch._ops.HigherOrderOperator``: the type of ``torch.ops.higher_order.cond`` /
+  ``while_loop`` (StableHLO lowers them itself); no public alias either.
 - ``OpOverload._schema``: the op's ``torch.FunctionSchema`` (argument names, types,
   defaults), needed to bind an FX call to its ATen signature.
 - ``torch.OptionalType`` / ``ListType`` / ``TensorType``: TorchScript's type classes that a
@@ -31,6 +33,7 @@ __all__ = [
     "flatten_inputs",
     "fx_node_text_name",
     "fx_node_text_target",
+    "is_higher_order_op",
     "is_op_overload",
     "is_op_target",
     "op_schema",
@@ -64,6 +67,14 @@ def is_op_overload(target: object) -> bool:
     import torch
 
     return isinstance(target, _guarded("torch._ops.OpOverload", lambda: torch._ops.OpOverload))
+
+
+def is_higher_order_op(target: object) -> bool:
+    """True for a higher-order operator such as ``torch.ops.higher_order.cond``."""
+    import torch
+
+    kind = _guarded("torch._ops.HigherOrderOperator", lambda: torch._ops.HigherOrderOperator)
+    return isinstance(target, kind)
 
 
 def is_op_target(target: object) -> bool:

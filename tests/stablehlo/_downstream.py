@@ -278,14 +278,39 @@ def hlo_survival(program: StableHLOProgram, hlo_text: str) -> tuple[int, int, li
     return len(counted), good, misses
 
 
+_CALLED = re.compile(r"\b(?P<kind>calls|to_apply)=%?(?P<name>[\w.\-]+)")
+
+
+def kernel_instructions(hlo_text: str) -> set[str]:
+    """Names of the instructions a profiler shows: those of computations that run on their
+    own (the entry, while/conditional/call bodies), not of fused computations or of the
+    scalar reducers a reduce applies; a fusion is one of them, named by its own metadata."""
+    from modelprov.stablehlo import read_hlo_sources
+
+    inner = {m["name"] for m in _CALLED.finditer(hlo_text) if m["kind"] == "to_apply"}
+    inner |= {
+        m["name"]
+        for line in hlo_text.splitlines()
+        if " fusion(" in line
+        for m in _CALLED.finditer(line)
+        if m["kind"] == "calls"
+    }
+    return {op.name for op in read_hlo_sources(hlo_text) if op.computation not in inner}
+
+
 def hlo_op_name_coverage(
-    program: StableHLOProgram, hlo_text: str
+    program: StableHLOProgram, hlo_text: str, *, kernels_only: bool = False
 ) -> tuple[int, int, list[HloInstruction]]:
     """(computing instructions, those whose op_name names a module path/source node or a
     root-level node, misses) of optimized HLO text; parameters, constants and tuples aside,
-    broadcasts of constants and XLA's fusions counted."""
+    broadcasts of constants and XLA's fusions counted. Every instruction of the text (the
+    entry, fused computations' bodies, reducers: what a dump shows), or with
+    ``kernels_only`` those of :func:`kernel_instructions` (what a profiler shows)."""
     names = module_paths_and_nodes(program)
     counted = [i for i in hlo_instructions(hlo_text) if i.opcode not in _NOT_COMPUTING]
+    if kernels_only:
+        kept = kernel_instructions(hlo_text)
+        counted = [i for i in counted if i.name in kept]
     misses = [
         i for i in counted if not any(_ends_with_name(part, names) for part in i.op_name.split(";"))
     ]
@@ -345,3 +370,124 @@ def run_text(program: StableHLOProgram, text: str, *inputs: torch.Tensor) -> lis
     exported = dc.replace(program.exported, mlir_module_serialized=serialized)
     outputs = exported.call(program.weights, tuple(x.numpy() for x in inputs))
     return [np.asarray(output) for output in outputs]
+
+
+@dataclasses.dataclass(frozen=True)
+class StageCounts:
+    """What one stage's output keeps of the user keys (docs/downstream.md, per stage).
+
+    ``attributes``: ops with a ``custom.*`` attribute; ``frontend``: ops (HLO instructions)
+    whose ``mhlo.frontend_attributes`` (HLO ``frontend_attributes``) hold ``modelprov.*``
+    keys, ``frontend_keys`` those holding a ``custom.*`` key too; ``keyed_locations``: ops
+    whose location carries user keys (``modelprov.keys``); ``keyed_modules``: module paths
+    whose sources get user keys when the output is read back (``read_mlir_sources`` /
+    ``read_hlo_sources``).
+    """
+
+    attributes: int
+    frontend: int
+    frontend_keys: int
+    keyed_locations: int
+    keyed_modules: frozenset[str]
+
+
+_LOC_ALIAS = re.compile(r"^(?P<alias>#loc\d*) = (?P<body>.*)$")
+_LOC_REFERENCE = re.compile(r"#loc\d*\b")
+_OP_LOCATION = re.compile(r"loc\((?P<alias>#loc\d*)\)\s*$")
+
+
+def keyed_location_ops(text: str) -> int:
+    """Ops of MLIR text (any dialect, printed with debug info) whose location carries user
+    keys: written inline or through the text's location aliases (an op spanning lines has
+    its location on its last line)."""
+    bodies: dict[str, str] = {}
+    for line in text.splitlines():
+        match = _LOC_ALIAS.match(line)
+        if match:
+            bodies[match["alias"]] = match["body"]
+    keyed: dict[str, bool] = {}
+
+    def is_keyed(alias: str) -> bool:
+        if alias not in keyed:
+            keyed[alias] = False  # cycles: not keyed
+            body = bodies.get(alias, "")
+            keyed[alias] = "modelprov.keys" in body or any(
+                is_keyed(ref) for ref in _LOC_REFERENCE.findall(body) if ref != alias
+            )
+        return keyed[alias]
+
+    count = 0
+    for line in text.splitlines():
+        if _LOC_ALIAS.match(line) or not line.rstrip().endswith(")") or " loc(" not in line:
+            continue
+        inline = line[line.index(" loc(") :]  # IREE prints locations inline
+        match = _OP_LOCATION.search(line)
+        if "modelprov.keys" in inline or (match is not None and is_keyed(match["alias"])):
+            count += 1
+    return count
+
+
+def mlir_stage_counts(text: str | bytes) -> StageCounts:
+    """:class:`StageCounts` of MLIR text (StableHLO, or IREE's output)."""
+    decoded = text.decode() if isinstance(text, bytes) else text
+    ops = read_mlir_sources(text)
+    frontend = [line for line in decoded.splitlines() if "mhlo.frontend_attributes = {" in line]
+    return StageCounts(
+        attributes=sum(1 for op in ops if any(k.startswith("custom.") for k in op.attributes)),
+        frontend=sum(1 for line in frontend if "modelprov." in line.split("mhlo.frontend")[1]),
+        frontend_keys=sum(1 for line in frontend if "custom." in line.split("mhlo.frontend")[1]),
+        keyed_locations=keyed_location_ops(decoded),
+        keyed_modules=frozenset(
+            s.module_path for op in ops for s in op.sources if _has_user_keys(s.metadata)
+        ),
+    )
+
+
+def hlo_stage_counts(hlo_text: str) -> StageCounts:
+    """:class:`StageCounts` of HLO text (no attributes or locations there: frontend
+    attributes only)."""
+    from modelprov.stablehlo import read_hlo_sources
+
+    ops = read_hlo_sources(hlo_text)
+    return StageCounts(
+        attributes=0,
+        frontend=sum(1 for op in ops if "modelprov.node" in op.attributes),
+        frontend_keys=sum(1 for op in ops if any(k.startswith("custom.") for k in op.attributes)),
+        keyed_locations=0,
+        keyed_modules=frozenset(
+            s.module_path for op in ops for s in op.sources if _has_user_keys(s.metadata)
+        ),
+    )
+
+
+def _has_user_keys(metadata: Any) -> bool:
+    return any(str(key).startswith("custom.") for key in metadata)
+
+
+IREE_STAGES = ("input", "global-optimization", "flow")
+
+
+def iree_stage(program: StableHLOProgram, stage: str) -> bytes:
+    """IREE's ``--compile-to=<stage>`` output (with locations) of the program's MLIR."""
+    import iree.compiler.tools as iree_tools
+
+    output = iree_tools.compile_str(
+        program.text_with_locations,
+        input_type="stablehlo",
+        extra_args=[f"--compile-to={stage}", "--mlir-print-debuginfo"],
+    )
+    assert isinstance(output, bytes)
+    return output
+
+
+def stage_counts(program: StableHLOProgram, *inputs: Any, iree: bool = True) -> dict[str, Any]:
+    """:class:`StageCounts` at every stage of docs/downstream.md's user-key table."""
+    found: dict[str, StageCounts] = {
+        "export": mlir_stage_counts(program.text_with_locations),
+        "canonicalize+cse": mlir_stage_counts(canonicalize_and_cse(program.text_with_locations)),
+        "xla optimized": hlo_stage_counts(compiled_hlo(program, *inputs)),
+    }
+    if iree:
+        for stage in IREE_STAGES:
+            found[f"iree {stage}"] = mlir_stage_counts(iree_stage(program, stage))
+    return found

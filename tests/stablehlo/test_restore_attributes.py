@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import numpy as np
@@ -51,17 +52,25 @@ def test_attributes_deleted_by_a_pass_come_back_from_locations() -> None:
     assert len(restored) == len(original)
     for before, after in zip(original, restored, strict=True):
         assert after.op_name == before.op_name
-        for key in _REBUILT:
+        modules = {source.module_path for source in before.sources}
+        for key in _REBUILT if len(modules) < 2 else ():
             assert after.attributes.get(key) == before.attributes.get(key), (after, key)
+        if len(modules) >= 2:
+            # A constant value several modules use (one op, named by all of them): its
+            # location cannot tell its own sources from aliases: kept, or the first one's.
+            assert after.attributes["modelprov.module"] in {
+                before.attributes["modelprov.module"],
+                before.sources[0].module_path,
+            }
         if "modelprov.source_node" not in before.attributes:
             continue
         # An op alone with its location names its own sources, then the aliases it stands for.
         own = shared_id_list(before.attributes["modelprov.source_node"])
         rebuilt = shared_id_list(after.attributes["modelprov.source_node"])
-        assert rebuilt[: len(own)] == own
+        assert rebuilt[: len(own)] == own if len(own) == 1 else set(own) <= set(rebuilt)
         # node, module_type and target come back where every op with its location agrees.
         for key, value in after.attributes.items():
-            if key != "modelprov.source_node":
+            if key != "modelprov.source_node" and (key not in _REBUILT or len(modules) < 2):
                 assert before.attributes[key] == value
     recovered = sum(1 for op in restored if "modelprov.node" in op.attributes)
     assert recovered > sum(1 for op in original if "modelprov.node" in op.attributes) * 0.8
@@ -88,7 +97,11 @@ def test_after_canonicalize_and_cse_every_located_op_has_attributes() -> None:
         assert op.attributes["modelprov.source_node"] == op.sources[0].id or (
             op.attributes["modelprov.source_node"].startswith("[")
         )
-        assert op.attributes["modelprov.module"] == op.sources[0].module_path
+        module = op.attributes["modelprov.module"]
+        # one module, or a constant value several modules use (their union, as export wrote it)
+        assert module == op.sources[0].module_path or (
+            module.startswith("[") and op.sources[0].module_path in json.loads(module)
+        )
 
 
 def test_unparsable_mlir_is_refused() -> None:

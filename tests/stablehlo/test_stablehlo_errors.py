@@ -62,3 +62,29 @@ def test_missing_torchax_gives_install_guidance(monkeypatch: pytest.MonkeyPatch)
     model = torch.nn.Linear(2, 2)
     with pytest.raises(MissingDependencyError, match=r'pip install "modelprov\[stablehlo\]"'):
         export_stablehlo(model, (torch.randn(1, 2),))
+
+
+class _MysteriousInside(torch.nn.Module):  # type: ignore[misc]
+    def __init__(self) -> None:
+        super().__init__()
+        self.block = _Mysterious()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.block(x) + 1
+
+
+def test_unsupported_op_names_its_module_and_a_workaround_that_works() -> None:
+    model, x = _MysteriousInside().eval(), torch.randn(2, 4)
+    with pytest.raises(StableHLOError) as raised:
+        export_stablehlo(model, (x,))
+    message = str(raised.value)
+    assert "in module 'block' (_Mysterious)" in message
+    assert "run_decompositions({torch.ops.modelprov_test.mystery.default: " in message
+    # The workaround the message gives lowers the model, and it runs like torch.
+    program = export_stablehlo(
+        torch.export.export(model, (x,)).run_decompositions(
+            {torch.ops.modelprov_test.mystery.default: lambda t: t * 2}
+        )
+    )
+    (got,) = program.run(x)
+    torch.testing.assert_close(torch.from_numpy(got.copy()), model(x).detach(), atol=1e-5, rtol=0)

@@ -39,6 +39,7 @@ __all__ = [
     "join",
     "max",
     "min",
+    "scope_lists",
     "stack_traces",
     "union",
     "value_scoped",
@@ -238,19 +239,65 @@ duplicate), the most downstream one wins. Nodes producing no source's output dro
 
 
 def _follow_output(values: Sequence[str], ctx: MergeContext) -> str | None:
-    chosen = [value for value, is_output in zip(values, ctx.from_output, strict=False) if is_output]
-    if chosen:
-        return chosen[-1]
+    for value, is_output in zip(values, ctx.from_output, strict=False):
+        if is_output:
+            return value
     return values[-1] if values else None
 
 
 follow_output = plain_policy("follow_output", _follow_output)
 """The value of the source producing the node's output; without one, of the last source.
 
-For layout keys (``namespace``): a node that absorbed shared code (a mask, a constant)
-stays where its output is computed, e.g. in its layer; sources are in export order, so the
-last one is the most downstream. The merged values remain in the node's sources.
+For layout keys (``namespace``, ``name_scopes``, ``class_hierarchy``): a node that absorbed
+shared code (a mask, a constant) stays where its output is computed, e.g. in its layer.
+When several sources' outputs meet on the node, the first one (in export order) is the
+operation that computed the tensor; the others are aliases of it that a step removed (an
+eliminated Identity or no-op, a merged duplicate), so the node keeps the value onnxscript's
+own optimizer keeps there. Without an output source the last source (the most downstream)
+decides. The merged values remain in the node's sources.
 """
+
+_NOTE = "# "
+"""Starts each further value's line in :data:`scope_lists`' merged form (a Python comment)."""
+
+
+def _scope_atoms(value: str) -> list[str]:
+    """A value as the values it stands for: scope_lists' merged form (a first line, then
+    lines starting with ``# ``) is its lines, the marker removed; any other text is itself."""
+    lines = value.split("\n")
+    if len(lines) > 1 and all(line.startswith(_NOTE) for line in lines[1:]):
+        return [lines[0], *(line[len(_NOTE) :] for line in lines[1:])]
+    return [value]
+
+
+def _scope_lists(values: Sequence[str], ctx: MergeContext) -> str | None:
+    chosen = _follow_output(values, ctx)
+    if chosen is None:
+        return None
+    primary, *_ = _scope_atoms(chosen)
+    others = [
+        atom
+        for atom in _distinct(atom for value in values for atom in _scope_atoms(value))
+        if atom != primary
+    ]
+    if "\n" in primary or any("\n" in atom for atom in others):
+        return chosen  # a multi-line value has no line of its own: the layout value only
+    return "\n".join([primary, *(_NOTE + atom for atom in others)])
+
+
+scope_lists = plain_policy("scope_lists", _scope_lists)
+"""``follow_output``'s value on the first line, then every other distinct value, in source
+order, each on a line of its own after ``# `` (default for ``pkg.torch.onnx.name_scopes`` and
+``class_hierarchy``).
+
+Those keys hold Python list literals that readers parse with ``ast.literal_eval`` (a node's
+module path, innermost last, then its own name): a Python comment is no part of the literal,
+so such a reader still gets one list, the one of the module computing the node's output (as
+``namespace`` says), while Netron and Model Explorer show every merged module. Merged values
+count as their lines, so merging merged values loses nothing; a multi-line value other than
+this form keeps ``follow_output``'s value alone.
+"""
+
 
 def _error_on_conflict(values: Sequence[str], ctx: MergeContext) -> str | None:
     distinct = _distinct(values)

@@ -11,7 +11,14 @@ from collections.abc import Iterator, Mapping, Sequence
 
 from modelprov._gc import gc_paused
 from modelprov.core import keys
-from modelprov.core._builtin_policies import follow_output, from_output, join, stack_traces, union
+from modelprov.core._builtin_policies import (
+    follow_output,
+    from_output,
+    join,
+    scope_lists,
+    stack_traces,
+    union,
+)
 from modelprov.core._glob_index import GlobIndex, is_glob
 from modelprov.core._policy_registry import MergeContext, Policy
 from modelprov.errors import PolicyError
@@ -121,8 +128,8 @@ class Policies(Mapping[str, Policy]):
 DEFAULT_POLICIES = Policies(
     {
         keys.NAMESPACE_KEY: follow_output,
-        keys.CLASS_HIERARCHY_KEY: follow_output,
-        keys.NAME_SCOPES_KEY: follow_output,
+        keys.CLASS_HIERARCHY_KEY: scope_lists,
+        keys.NAME_SCOPES_KEY: scope_lists,
         keys.FX_NODE_KEY: join("\n"),
         keys.STACK_TRACE_KEY: stack_traces,
         keys.TORCH_EXPORT_KEY_PATTERN: union,

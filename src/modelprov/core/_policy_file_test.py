@@ -40,6 +40,7 @@ BY_NAME = {
     "stack_traces": policy.stack_traces,
     "from_output": policy.from_output,
     "follow_output": policy.follow_output,
+    "scope_lists": policy.scope_lists,
     "error_on_conflict": policy.error_on_conflict,
 }
 

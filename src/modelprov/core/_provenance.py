@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import onnx_ir as ir
 
 from modelprov.core import _sources, _stack_trace
-from modelprov.core._correspond import Change
+from modelprov.core._correspond import Change, Snapshot
 from modelprov.core._sources import (
     Source,
     SourceTable,
@@ -166,9 +166,12 @@ class Provenance:
                 result[value] = own if _leaves(value, own, graph_outputs, node_sources) else empty
         return result
 
-    def apply(self, change: Change, graph: ir.Graph) -> None:
+    def apply(self, change: Change, graph: ir.Graph, before: Snapshot | None = None) -> None:
         """Moves sources along one step's change (surviving nodes keep theirs); ``graph``
-        is the graph after the change, as ``correspond`` compared it.
+        is the graph after the change, as ``correspond`` compared it, and ``before`` (when
+        given) the snapshot it was compared with: a new value that replaced the output of a
+        removed Identity is also the output of the Identity's input when the same new node
+        took over that input's producer (the Identity and its producer went in one step).
 
         A node computes the sources of the nodes it took over. From a constant it folded
         it takes only sources that are not operations computing on data elsewhere (a
@@ -248,6 +251,9 @@ class Provenance:
             merged = set(value_sources.get(new_value, empty))
             for old_value in olds:
                 merged.update(value_sources.get(old_value, empty))
+                if before is not None:
+                    for aliased in _aliased_values(old_value, new_value, change, before):
+                        merged.update(value_sources.get(aliased, empty))
             value_sources[new_value] = frozenset(merged)
         walked = change.after_graphs and change.after_graphs[0] is graph
         current = change.after_nodes if walked else all_nodes(graph)
@@ -526,3 +532,29 @@ def _values_of(
             values.append(value)
             ids.append(table.id_of(index))
     return values, tuple(ids)
+
+
+def _aliased_values(
+    old_value: ir.Value, new_value: ir.Value, change: Change, before: Snapshot
+) -> list[ir.Value]:
+    """The values ``old_value`` was an alias of through removed Identity nodes, as long as
+    the node producing ``new_value`` took over their producers (so it computes them)."""
+    producer = new_value.producer()
+    taken = change.absorbed.get(producer, set()) if producer is not None else set()
+    found: list[ir.Value] = []
+    value = old_value
+    while True:
+        producer = before.producer.get(value)
+        if (
+            producer is None
+            or producer.op_type != "Identity"
+            or producer.domain not in ("", "ai.onnx")
+            or producer not in taken
+        ):
+            return found
+        inputs = before.inputs.get(producer, ())
+        source = inputs[0] if inputs else None
+        if source is None or before.producer.get(source) not in taken:
+            return found
+        found.append(source)
+        value = source

@@ -34,6 +34,7 @@ __all__ = [
     "MODULE_DOMAIN",
     "NAMESPACE_KEY",
     "NAME_SCOPES_KEY",
+    "NODE_ORDER_KEY",
     "NODE_SOURCES_KEY",
     "NUMERICS_FORMAT",
     "ONNXSCRIPT_FOLDED_FROM_KEY",
@@ -48,6 +49,7 @@ __all__ = [
     "REPORT_FORMAT",
     "RESERVED_PREFIX",
     "SOURCE_NODE_KEY",
+    "STABLEHLO_ATEN_SCHEMA_KEY",
     "STABLEHLO_FRONTEND_ATTRIBUTES",
     "STABLEHLO_LOCATION_KEYS",
     "STABLEHLO_LOCATION_KEYS_FORMAT",
@@ -83,6 +85,9 @@ INLINE_KEY: Final = "modelprov.inline"
 """Call-node key: the call's own body nodes, so ``inline`` restores them."""
 CONSTANT_OF_KEY: Final = "modelprov.constant_of"
 """Key of a Constant copied into a function body: the value it stands for."""
+NODE_ORDER_KEY: Final = "modelprov.node_order"
+"""Model key (functionize): JSON array of the main graph's node names in their order before
+functionize; inline sorts the graph back by it and removes it."""
 INLINE_OUTPUTS_META: Final = "modelprov.outputs"
 """In-memory only (``ir.Node.meta``, never serialized): a call's inlined output values."""
 
@@ -151,6 +156,8 @@ STABLEHLO_MODULE_KEY: Final = "modelprov.module"
 STABLEHLO_MODULE_TYPE_KEY: Final = "modelprov.module_type"
 STABLEHLO_TARGET_KEY: Final = "modelprov.target"
 STABLEHLO_STACK_KEY: Final = "modelprov.stack"
+STABLEHLO_ATEN_SCHEMA_KEY: Final = "modelprov.aten_schema"
+"""On a composite's decomposition function: the torch schema of the ATen op it computes."""
 STABLEHLO_FRONTEND_ATTRIBUTES: Final = "mhlo.frontend_attributes"
 """The op attribute XLA turns into HLO ``frontend_attributes`` (a copy of the keys above)."""
 STABLEHLO_LOCATION_KEYS: Final = "modelprov.keys"

@@ -176,3 +176,51 @@ def test_follow_output_takes_the_output_sources_value_else_the_last() -> None:
     absorbed_only = MergeContext("namespace", "n", (False, False), ("a", "b"))
     assert policy.follow_output(values, absorbed_only) == ": M/h.0: B/attn: A"
     assert policy.DEFAULT_POLICIES.resolve("namespace") is policy.follow_output
+
+
+def test_follow_output_takes_the_producer_when_aliases_of_its_output_meet() -> None:
+    """A Gelu that absorbed the eliminated clone after it produces both outputs: it stays
+    where the Gelu is computed (onnxscript keeps the Gelu's metadata there too)."""
+    values = [": M/h.0: L/act: G/gelu: aten.gelu", ": M/h.0: L/clone: aten.clone"]
+    both = MergeContext("namespace", "n", (True, True), ("gelu", "clone"))
+    assert policy.follow_output(values, both) == values[0]
+
+
+scope_values = st.lists(
+    st.lists(st.sampled_from(["", "h", "h.0", "h.0.attn", "add", "mul_1"]), min_size=1).map(repr),
+    min_size=1,
+    max_size=6,
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(data=st.data())
+def test_scope_lists_parse_as_the_layout_value_and_keep_every_value(
+    data: st.DataObject,
+) -> None:
+    import ast
+
+    values = data.draw(scope_values)
+    outputs = tuple(data.draw(st.lists(st.booleans(), min_size=len(values), max_size=len(values))))
+    context = MergeContext("pkg.torch.onnx.name_scopes", "n", outputs, ("s",) * len(values))
+    merged = policy.scope_lists(values, context)
+    assert merged is not None
+    # A reader parsing the Python literal gets follow_output's list (the layout value) ...
+    layout = policy.follow_output(values, context)
+    assert layout is not None
+    assert ast.literal_eval(merged) == ast.literal_eval(layout)
+    # ... and every distinct value is on a line of its own.
+    lines = [line.removeprefix("# ") for line in merged.split("\n")]
+    assert lines == list(dict.fromkeys([lines[0], *values]))
+    # Merging merged values loses nothing and is idempotent.
+    assert policy.scope_lists([merged], MergeContext("k", "n", (True,), ("m",))) == merged
+    again = policy.scope_lists([merged, *values], MergeContext("k", "n", (True, *outputs)))
+    assert again == merged
+    assert policy.DEFAULT_POLICIES.resolve("pkg.torch.onnx.name_scopes") is policy.scope_lists
+    assert policy.DEFAULT_POLICIES.resolve("pkg.torch.onnx.class_hierarchy") is policy.scope_lists
+
+
+def test_scope_lists_keep_a_multi_line_value_alone() -> None:
+    context = MergeContext("k", "n", (True, False), ("a", "b"))
+    assert policy.scope_lists(["a\nb", "['c']"], context) == "a\nb"
+    assert policy.scope_lists(["['a']", "['a']"], context) == "['a']"

@@ -10,7 +10,9 @@ do not say it.
   original input there, when the other inputs name the node;
 * backward, from the readers: a fresh value read in a slot of a node that is an original node
   is the value that node read there, and its producer the original producer when both do
-  the same (equal Constants for constants).
+  the same (equal Constants for constants) and reads what the old producer read (a tool
+  fusing two Slices or Reshapes into one node of the second's op reads the first's input:
+  it computes both, it is not the second).
 
 No weights are read: Constant nodes are compared by their attribute tensors only.
 """
@@ -21,13 +23,15 @@ from collections.abc import Callable, Mapping
 
 import onnx_ir as ir
 
-from modelprov.core._correspond import METADATA_READERS
+from modelprov.core._correspond import METADATA_READERS, literal_key
 
 __all__ = [
     "anchor_by_structure",
     "duplicate_values",
     "merged_duplicates",
+    "reads_other_constant",
     "same_attributes",
+    "same_inputs",
     "same_type",
 ]
 
@@ -38,8 +42,22 @@ def duplicate_values(old_nodes: list[ir.Node]) -> dict[ir.Value, ir.Value]:
     Identity output, its input."""
     first: dict[ir.Value, ir.Value] = {}
     seen: dict[tuple[object, ...], ir.Node] = {}
+    # Equal small literals read as one (tools merge them first), for the key only: a literal
+    # is no duplicate whose source its twin takes.
+    literals: dict[tuple[object, ...], ir.Value] = {}
+    literal_of: dict[ir.Value, ir.Value] = {}
+
+    def canonical(value: ir.Value) -> ir.Value:
+        found = first.get(value, value)
+        return literal_of.get(found, found)
+
     for node in old_nodes:
-        if node.op_type == "Constant" or _has_subgraph(node):
+        if node.op_type == "Constant":
+            key = literal_key(node)
+            if key is not None:
+                literal_of[node.outputs[0]] = literals.setdefault(key, node.outputs[0])
+            continue
+        if _has_subgraph(node):
             continue
         if node.op_type == "Identity" and node.domain in ("", "ai.onnx") and node.inputs[0]:
             # An Identity's output is its input: a tool removing it merges the two.
@@ -48,7 +66,7 @@ def duplicate_values(old_nodes: list[ir.Node]) -> dict[ir.Value, ir.Value]:
         key = (
             node.domain,
             node.op_type,
-            tuple(first.get(value, value) if value is not None else None for value in node.inputs),
+            tuple(canonical(value) if value is not None else None for value in node.inputs),
             tuple(sorted((name, str(attr)) for name, attr in node.attributes.items())),
         )
         twin = seen.setdefault(key, node)
@@ -71,20 +89,23 @@ def merged_duplicates(
     """New value -> the old duplicates of the old value it is, whose nodes no new node is:
     the tool merged them into this one (it computes them). A removed Identity is no
     duplicate here: the claim phase gives it to its producer or reader as any no-op."""
-    twins: dict[ir.Value, list[ir.Value]] = {}
+    classes: dict[ir.Value, list[ir.Value]] = {}
     for value, kept in duplicates.items():
         producer = value.producer()
-        if producer is not None and producer not in taken and producer.op_type != "Identity":
-            twins.setdefault(kept, []).append(value)
-            twins.setdefault(value, [])
+        if producer is not None and producer.op_type != "Identity":
+            classes.setdefault(kept, [kept]).append(value)
     merged: dict[ir.Value, list[ir.Value]] = {}
-    if not twins:
+    if not classes:
         return merged
+    # The tool may keep any copy (the first in its own order): every other copy no new
+    # node is was merged into the one kept.
     for new_node, old_node in node_anchors.items():
         for new, old in zip(new_node.outputs, old_node.outputs, strict=True):
-            kept = duplicates.get(old, old)
-            found = [twin for twin in [kept, *twins.get(kept, ())] if twin is not old]
-            found = [twin for twin in found if twin.producer() not in taken]
+            found = [
+                twin
+                for twin in classes.get(duplicates.get(old, old), ())
+                if twin is not old and twin.producer() not in taken
+            ]
             if found:
                 merged[new] = found
     return merged
@@ -155,7 +176,7 @@ def anchor_by_structure(
             old_constant,
             new_constant,
         )
-        _anchor_backward(node_anchors, value_anchors, taken, old_constant, new_constant)
+        _anchor_backward(node_anchors, value_anchors, taken, duplicates, old_constant, new_constant)
         if len(node_anchors) == anchored:
             break
 
@@ -232,6 +253,13 @@ def _anchor_forward(
                 old_node
                 for old_node in by_key.get((node.domain, node.op_type, tuple(masked)), ())
                 if fits(old_node)
+                and not any(
+                    each is _CONSTANT and anchor is not old and reads_other_constant(value, old)
+                    for each, anchor, value, old in zip(
+                        masked, anchors, node.inputs, old_node.inputs, strict=True
+                    )
+                    if value is not None
+                )
             ]
             exact = [
                 old_node
@@ -243,6 +271,12 @@ def _anchor_forward(
             ]
             chosen = exact[0] if exact else candidates[0] if len(candidates) == 1 else None
             if chosen is None:
+                if not candidates:
+                    if by_slot is None:
+                        by_slot = _slot_index(old_nodes, duplicates, old_constant)
+                    _anchor_fused_chain(
+                        node, masked, anchors, by_slot, duplicates, fits, taken, value_anchors
+                    )
                 continue
         node_anchors[node] = chosen
         taken.add(chosen)
@@ -252,6 +286,54 @@ def _anchor_forward(
 
 _CONSTANT = "<constant>"
 _UNKNOWN = "<unknown>"
+
+
+def _anchor_fused_chain(
+    node: ir.Node,
+    masked: list[ir.Value | str | None],
+    anchors: list[ir.Value | None],
+    by_slot: dict[tuple[object, ...], list[ir.Node]],
+    duplicates: dict[ir.Value, ir.Value],
+    fits: Callable[[ir.Node], bool],
+    taken: set[ir.Node],
+    value_anchors: dict[ir.Value, ir.Value],
+) -> None:
+    """A node reading the constants of one original node but, in its one data slot, a value
+    upstream of that node's (a Reshape of a Reshape made one Reshape) computes that node's
+    outputs with the chain between fused in: its outputs are that node's (it is not that
+    node; the claim phase gives it the chain)."""
+    data = [i for i, each in enumerate(masked) if each is not None and each is not _CONSTANT]
+    if len(data) != 1:
+        return
+    (slot,) = data
+    start = anchors[slot]
+    if start is None or any(
+        each is _CONSTANT and anchor is None for each, anchor in zip(masked, anchors, strict=True)
+    ):
+        return  # every constant must name the node
+    key = _slot_key(node, slot, [duplicates.get(a, a) if a else None for a in anchors])
+    candidates = []
+    for old in by_slot.get(key, ()):
+        read = old.inputs[slot]
+        if read is not None and fits(old) and _fed_by(read, start, taken):
+            candidates.append(old)
+    if len(candidates) == 1:
+        for value, old_value in zip(node.outputs, candidates[0].outputs, strict=True):
+            value_anchors.setdefault(value, old_value)
+
+
+def _fed_by(value: ir.Value, start: ir.Value, taken: set[ir.Node]) -> bool:
+    """True when ``value`` is computed from ``start`` by a chain of at most eight original
+    nodes that no new node is (first inputs)."""
+    current: ir.Value | None = value
+    for _ in range(8):
+        producer = current.producer() if current is not None else None
+        if producer is None or producer in taken or not producer.inputs:
+            return False
+        current = producer.inputs[0]
+        if current is start:
+            return True
+    return False
 
 
 def _slot_key(node: ir.Node, slot: int, inputs: list[ir.Value | None]) -> tuple[object, ...]:
@@ -306,13 +388,19 @@ def _anchor_backward(
     node_anchors: dict[ir.Node, ir.Node],
     value_anchors: dict[ir.Value, ir.Value],
     taken: set[ir.Node],
+    duplicates: dict[ir.Value, ir.Value],
     old_constant: set[ir.Value],
     new_constant: set[ir.Value],
 ) -> None:
     """From the readers back: a value the names do not anchor, read in a slot of a node
     that is an old node, is the value the old node read there (a data input; a constant
     may have been re-laid out); its producer is the old producer when both do the same
-    (same op and attributes, or equal Constants)."""
+    (same op and attributes, or equal Constants) on the same data (its anchored data
+    inputs are the old producer's)."""
+
+    def constant_slot(new: ir.Value, old: ir.Value) -> bool:
+        return new in new_constant or old in old_constant
+
     work = list(node_anchors.items())
     while work:
         node, old_node = work.pop()
@@ -326,6 +414,10 @@ def _anchor_backward(
                 continue
             is_constant = new in new_constant or old in old_constant
             producer, old_producer = new.producer(), old.producer()
+            if is_constant and producer is not None and producer.op_type == "Constant":
+                old_producer = _first_equal_literal(producer, new, node_anchors, taken) or (
+                    old_producer
+                )
             same_producer = (
                 producer is not None
                 and old_producer is not None
@@ -338,6 +430,9 @@ def _anchor_backward(
                     _same_constant(producer, old_producer)
                     if is_constant
                     else same_attributes(producer, old_producer)
+                    and same_inputs(
+                        producer, old_producer, value_anchors, duplicates, ignore=constant_slot
+                    )
                 )
             )
             if same_producer:
@@ -349,6 +444,154 @@ def _anchor_backward(
                 work.append((producer, old_producer))
             elif not is_constant and same_type(old, new):
                 value_anchors[new] = old
+
+
+_PASS_THROUGH = frozenset({"Identity", "Dropout"})
+
+
+def same_inputs(
+    node: ir.Node,
+    old_node: ir.Node,
+    value_anchors: dict[ir.Value, ir.Value],
+    duplicates: dict[ir.Value, ir.Value],
+    *,
+    ignore: Callable[[ir.Value, ir.Value], bool] | None = None,
+) -> bool:
+    """True when the node reads what the old node read, slot by slot, where its inputs are
+    anchored (``value_anchors``; ``duplicates``: of ``duplicate_values``), but in the slots
+    ``ignore(new, old)`` excuses.
+
+    An input may be renamed, or may now skip pass-through ops (Identity, Dropout) the tool
+    removed. A node that kept its output names but now reads other tensors was rewritten
+    (e.g. two transposes folded into the second one, a BatchNorm folded into a Conv's
+    weights): it is not the same node. A fresh tensor where the old node read a literal
+    or an initializer must hold the same contents (``reads_other_constant``).
+    """
+    if len(node.inputs) != len(old_node.inputs):
+        return False
+    for new, old in zip(node.inputs, old_node.inputs, strict=True):
+        if (new is None) != (old is None):
+            return False
+        if new is None or old is None:
+            continue
+        if new not in value_anchors:
+            if reads_other_constant(new, old):
+                return False
+            continue
+        if ignore is not None and ignore(new, old):
+            continue
+        anchor = value_anchors[new]
+        if duplicates.get(anchor, anchor) is duplicates.get(old, old):
+            continue  # the tool merged the duplicate the node read into its twin
+        if _equal_literals(anchor, old):
+            continue  # the tool merged the literal the node read into an equal one
+        if not _skips_no_ops(old, anchor):
+            return False
+    return True
+
+
+def _equal_literals(value: ir.Value, other: ir.Value) -> bool:
+    """True when both are outputs of Constant nodes holding the same small literal."""
+    mine, theirs = value.producer(), other.producer()
+    if mine is None or theirs is None or mine.op_type != "Constant" or theirs.op_type != "Constant":
+        return False
+    key = literal_key(mine)
+    return key is not None and key == literal_key(theirs)
+
+
+def _skips_no_ops(old: ir.Value, wanted: ir.Value) -> bool:
+    """True when ``old`` is ``wanted`` seen through ops that change nothing.
+
+    The chain back from ``old`` (first inputs) must reach ``wanted`` through pass-through
+    ops (Identity, Dropout), or through any ops when ``old`` has the same known dtype and
+    static shape as ``wanted`` (a no-op Reshape, a cancelling Transpose pair).
+    """
+    same_type = (
+        old.dtype is not None
+        and old.dtype == wanted.dtype
+        and old.shape is not None
+        and wanted.shape is not None
+        and old.shape.is_static()
+        and old.shape == wanted.shape
+    )
+    current: ir.Value | None = old
+    steps = 0
+    while current is not None and current is not wanted:
+        producer = current.producer()
+        if producer is None or not producer.inputs or steps > 8:
+            return False
+        if producer.op_type not in _PASS_THROUGH and not same_type:
+            return False
+        current = producer.inputs[0]
+        steps += 1
+    return current is wanted
+
+
+def reads_other_constant(new: ir.Value, old: ir.Value | None) -> bool:
+    """True when ``old`` is a literal or an initializer and ``new`` is not the same tensor:
+    a literal or initializer of other contents, or a value a node computes (the starts of
+    two fused Slices concatenated). A node reading it is not the node that read ``old``
+    (a Reshape to another shape, a Conv with a BatchNorm folded into its weights)."""
+    if old is None or new is old:
+        return False
+    theirs = _known_tensor(old)
+    if theirs is None:
+        return False
+    mine = _known_tensor(new)
+    if mine is None:
+        producer = new.producer()
+        return producer is not None and producer.op_type != "Constant"
+    return (
+        mine.dtype != theirs.dtype
+        or mine.shape != theirs.shape
+        or mine.tobytes() != theirs.tobytes()
+    )
+
+
+def _known_tensor(value: ir.Value) -> ir.TensorProtocol | None:
+    producer = value.producer()
+    if producer is None:
+        return value.const_value if value.is_initializer() else None
+    attribute = producer.attributes.get("value")
+    if producer.op_type != "Constant" or attribute is None:
+        return None
+    if attribute.type != ir.AttributeType.TENSOR:
+        return None
+    return attribute.as_tensor()
+
+
+def _first_equal_literal(
+    producer: ir.Node,
+    new: ir.Value,
+    node_anchors: Mapping[ir.Node, ir.Node],
+    taken: set[ir.Node],
+) -> ir.Node | None:
+    """Of the old Constants equal to ``producer`` that the anchored readers of ``new`` read
+    in its slots, the first in the original graph (a tool merging equal literals keeps the
+    first): readers of a merged literal disagree on which old literal it is."""
+    found: list[ir.Node] = []
+    for use in new.uses():
+        old_reader = node_anchors.get(use.node)
+        if old_reader is None or use.idx >= len(old_reader.inputs):
+            continue
+        old_value = old_reader.inputs[use.idx]
+        old_literal = old_value.producer() if old_value is not None else None
+        if (
+            old_literal is not None
+            and old_literal not in taken
+            and old_literal.op_type == "Constant"
+            and _same_constant(producer, old_literal)
+        ):
+            found.append(old_literal)
+    if not found:
+        return None
+    if all(each is found[0] for each in found):
+        return found[0]  # the common case: no merged literal, one old literal
+    graph = found[0].graph
+    if graph is None or any(each.graph is not graph for each in found):
+        return found[0]
+    order = {node: index for index, node in enumerate(graph) if node in found}
+    return min(found, key=order.__getitem__)
 
 
 def _same_constant(node: ir.Node, old_node: ir.Node) -> bool:

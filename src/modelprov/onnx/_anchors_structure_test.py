@@ -16,11 +16,12 @@ def _model(text: str) -> ir.Model:
 
 
 def _anchor(
-    old: ir.Model, new: ir.Model, named: dict[str, str]
+    old: ir.Model, new: ir.Model, named: dict[str, str], same: tuple[str, ...] = ()
 ) -> tuple[dict[str, str], dict[str, str]]:
     """Runs the structural anchors from value anchors by name (``named``: new -> old name,
-    graph inputs and initializers included); returns node anchors (new op@index -> old
-    op@index) and value anchors by name."""
+    graph inputs and initializers included) and node anchors by name (``same``: outputs
+    whose producers are the old producers of that name, as recover's name stage finds
+    them); returns node anchors (new op@index -> old op@index) and value anchors by name."""
     old_nodes, new_nodes = all_nodes(old.graph), all_nodes(new.graph)
     old_values = {v.name: v for n in old_nodes for v in n.outputs}
     old_values.update({v.name: v for v in old.graph.inputs})
@@ -30,7 +31,11 @@ def _anchor(
     new_values.update(new.graph.initializers)
     value_anchors = {new_values[a]: old_values[b] for a, b in named.items()}
     node_anchors: dict[ir.Node, ir.Node] = {}
-    taken: set[ir.Node] = set()
+    for name in same:
+        new_node, old_node = new_values[name].producer(), old_values[name].producer()
+        assert new_node is not None and old_node is not None
+        node_anchors[new_node] = old_node
+    taken = set(node_anchors.values())
     anchor_by_structure(
         (old.graph, old_nodes),
         (new.graph, new_nodes),
@@ -149,3 +154,52 @@ def test_duplicates_and_identities_share_one_value() -> None:
     nodes = all_nodes(old.graph)
     duplicates = {k.name: v.name for k, v in duplicate_values(nodes).items()}
     assert duplicates == {"b": "a", "c": "a"}
+
+
+def test_two_slices_made_one_are_not_the_second() -> None:
+    old = _model(
+        """g (float[4,8] x) => (float[2,4] y) {
+            s = Constant <value = int64[1] {0}> ()
+            e = Constant <value = int64[1] {9}> ()
+            a0 = Constant <value = int64[1] {0}> ()
+            a1 = Constant <value = int64[1] {1}> ()
+            t = Constant <value = int64[1] {2}> ()
+            r = Slice (x, s, e, a0, t)
+            c = Slice (r, s, e, a1, t)
+            y = Relu (c)
+        }"""
+    )
+    new = _model(
+        """g (float[4,8] x) => (float[2,4] y)
+            <int64[2] s = {0, 0}, int64[2] e = {9, 9}, int64[2] a = {0, 1}, int64[2] t = {2, 2}> {
+            f = Slice (x, s, e, a, t)
+            y = Relu (f)
+        }"""
+    )
+    nodes, values = _anchor(old, new, {"x": "x", "y": "y"}, same=("y",))
+    assert nodes == {"Relu@1": "Relu@7"}  # the Slice reads x, where the second read r
+    assert values["f"] == "c"  # it computes what the second computed, the first included
+
+
+def test_a_reshape_of_a_reshape_made_one_computes_the_second() -> None:
+    old = _model(
+        """g (float[4,8] x) => (float[4,8] y) {
+            n = Relu (x)
+            s = Constant <value = int64[1] {-1}> ()
+            r = Reshape (n, s)
+            d = Constant <value = int64[2] {4, 8}> ()
+            b = Reshape (r, d)
+            y = Tanh (b)
+        }"""
+    )
+    new = _model(
+        """g (float[4,8] x) => (float[4,8] y) {
+            n = Relu (x)
+            d = Constant <value = int64[2] {4, 8}> ()
+            f = Reshape (n, d)
+            y = Tanh (f)
+        }"""
+    )
+    nodes, values = _anchor(old, new, {"x": "x", "y": "y", "n": "n", "d": "d"})
+    assert "Reshape@2" not in nodes  # not the first Reshape (other shape), nor the second
+    assert values["f"] == "b"

@@ -23,6 +23,7 @@ from modelprov.core._walks import all_nodes
 from modelprov.core.policy import Policies
 from modelprov.errors import InvalidModelError, UsageError
 from modelprov.onnx._ir_check import checked_clone
+from modelprov.onnx._shared_weights import read_sharing_weights, write_sharing_weights
 
 if TYPE_CHECKING:
     from torch.onnx import ONNXProgram
@@ -227,9 +228,16 @@ def run_on_copy(
     """Runs an in-place pass on a copy of ``model``: the copying entry points (optimize,
     functionize, inline) in one place. Returns the changed copy and the pass's result: a
     ModelProto for a ModelProto or a path (weights loaded), else an onnx_ir.Model (also for
-    an ONNXProgram); ``model`` itself is never modified. ``policies`` merge a proto's
-    duplicate metadata keys."""
+    an ONNXProgram); ``model`` itself is never modified. A proto's weights are not copied
+    (shared, see ``_shared_weights``) unless it repeats metadata keys, which ``policies``
+    merge in a copy."""
     found = model_input(model, where=where, path_as="proto", load_weights=True)
+    if isinstance(found, onnx.ModelProto) and not has_duplicate_keys(found):
+        # Read in place, weights shared with the caller's proto and never written into it.
+        copy = read_proto(found)
+        shared = read_sharing_weights(copy)
+        result = pass_(copy)
+        return write_sharing_weights(result.model, shared), result
     result = pass_(to_ir_copy(found, policies))
     if isinstance(found, onnx.ModelProto):
         return ir.to_proto(result.model), result

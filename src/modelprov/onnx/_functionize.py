@@ -52,6 +52,7 @@ from modelprov.onnx._aten_call import (
 )
 from modelprov.onnx._call_provenance import call_metadata, rewrite_table
 from modelprov.onnx._convert import ModelInput, ModelProto, run_on_copy
+from modelprov.onnx._node_order import record_node_order, store_node_order
 from modelprov.onnx._pass_options import FunctionizeOptions, Level
 from modelprov.onnx._wrap import (
     Region,
@@ -136,6 +137,7 @@ class FunctionizePass(FunctionizeOptions, ir.passes.InPlacePass):
 
     def call(self, model: ir.Model) -> FunctionizeResult:
         run = _Run()
+        order = record_node_order(model)  # inline gives it back (_node_order)
         provenance = Provenance.read(model)
         wrapper = Wrapper(model)
         getattr(self, _LEVEL_BEHAVIOURS[self.level])(model, provenance, wrapper, run)
@@ -143,6 +145,7 @@ class FunctionizePass(FunctionizeOptions, ir.passes.InPlacePass):
             if model.ir_version is None or model.ir_version < 10:
                 model.ir_version = 10
             rewrite_table(model, provenance.table)
+            store_node_order(model, order)
             if not _is_sorted(model.graph):
                 model.graph.sort()
         for skipped in run.skipped:

@@ -5,7 +5,8 @@ copy of its body, nested calls too. A call's ``modelprov.inline`` record restore
 node and value names, metadata and types (the body holds the first call's); a call
 without one gets the body's, with names made unique. Body copies of external constants
 become the constant they copied again (by name; an initializer when nothing else makes
-it). Functions no call uses any more are removed; other functions are left alone.
+it). Functions no call uses any more are removed; other functions are left alone. The
+main graph gets back the node order functionize recorded (``_node_order``).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from modelprov.core.keys import (
 from modelprov.errors import MetadataError
 from modelprov.onnx._call_provenance import read_table, rewrite_table
 from modelprov.onnx._convert import ModelInput, ModelProto, run_on_copy
+from modelprov.onnx._node_order import restore_node_order
 from modelprov.onnx._pass_options import InlineOptions
 from modelprov.onnx._wrap import INLINE_VERSION, type_from_json
 
@@ -193,7 +195,8 @@ class InlineProvenancePass(InlineOptions, ir.passes.InPlacePass):
         dropped = _drop_unused_functions(model)
         if expanded:
             rewrite_table(model, table)
-        return ir.passes.PassResult(model, modified=expanded > 0 or dropped)
+        reordered = restore_node_order(model)
+        return ir.passes.PassResult(model, modified=expanded > 0 or dropped or reordered)
 
 
 def _is_ours(node: ir.Node, functions: Mapping[ir.OperatorIdentifier, ir.Function]) -> bool:

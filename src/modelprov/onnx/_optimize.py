@@ -78,7 +78,7 @@ class _Tracker:
         lost_before = set(provenance.lost)
         step()
         change: Change = correspond(before, graph)
-        provenance.apply(change, graph)
+        provenance.apply(change, graph, before)
         self.walked = (change.after_nodes, change.after_graphs)
         if change.unanchored:
             logger.info(

@@ -46,7 +46,9 @@ from modelprov.onnx._anchors_structure import (
     anchor_by_structure,
     duplicate_values,
     merged_duplicates,
+    reads_other_constant,
     same_attributes,
+    same_inputs,
     same_type,
 )
 from modelprov.onnx._convert import ModelInput, model_input
@@ -241,7 +243,7 @@ def _anchors(
             or len(old_node.outputs) != len(node.outputs)
         ):
             continue
-        if same_attributes(node, old_node) and _same_inputs(
+        if same_attributes(node, old_node) and same_inputs(
             node, old_node, value_anchors, duplicates
         ):
             node_anchors[node] = old_node
@@ -256,94 +258,81 @@ def _anchors(
         value_anchors,
         taken,
     )
-    # A rewritten node still reads, slot by slot, what stands in for the old node's inputs:
-    # a tensor the tool made fresh in that slot takes the old input's place. When the node
-    # is otherwise unchanged (op, attributes, arity) and reads a tensor that took the name
-    # of a value whose producer is gone (a tool folded a Mul into a Gemm and gave its
-    # output the Gemm's old name), structure wins over the name: the tensor is the value
-    # the node used to read.
+    _anchor_rewritten(rewritten, node_anchors, value_anchors, taken, duplicates)
+    return node_anchors, value_anchors, merged_duplicates(node_anchors, duplicates, taken)
+
+
+def _anchor_rewritten(
+    rewritten: list[tuple[ir.Node, ir.Node]],
+    node_anchors: dict[ir.Node, ir.Node],
+    value_anchors: dict[ir.Value, ir.Value],
+    taken: set[ir.Node],
+    duplicates: dict[ir.Value, ir.Value],
+) -> None:
+    """Anchors what nodes that kept an original node's output names but read other tensors
+    (``rewritten``: new node, old node) still say.
+
+    A rewritten node still reads, slot by slot, what stands in for the old node's inputs:
+    a tensor the tool made fresh in that slot takes the old input's place. When the node
+    is otherwise unchanged (op, attributes, arity, and every other slot reads what the old
+    node read there) and reads a tensor that took the name of a value whose producer is
+    gone (a tool folded a Mul into a Gemm and gave its output the Gemm's old name),
+    structure wins over the name: the tensor is the value the node used to read. Not when
+    rewritten readers of that tensor read different values there before (a tool fused
+    each of them with what it read: the name is right, the readers changed) or the node
+    reads other tensors too (new starts and ends of two fused Slices).
+    """
+
+    def canonical(value: ir.Value) -> ir.Value:
+        return duplicates.get(value, value)
+
+    wanted: dict[ir.Value, set[ir.Value]] = {}
     for node, old_node in rewritten:
-        if len(node.inputs) != len(old_node.inputs):
-            continue
-        unchanged_op = same_attributes(node, old_node)
-        for new_input, old_input in zip(node.inputs, old_node.inputs, strict=True):
-            if new_input is None or old_input is None:
-                continue
-            named = value_anchors.get(new_input)
-            if named is None or (
-                unchanged_op
-                and named is not old_input
-                and named.producer() is not None
+        if len(node.inputs) == len(old_node.inputs):
+            for new_input, old_input in zip(node.inputs, old_node.inputs, strict=True):
+                if new_input is not None and old_input is not None:
+                    wanted.setdefault(new_input, set()).add(canonical(old_input))
+    for node, old_node in rewritten:
+        if len(node.inputs) != len(old_node.inputs) or any(
+            new_input is not None
+            and new_input not in value_anchors
+            and reads_other_constant(new_input, old_input)
+            for new_input, old_input in zip(node.inputs, old_node.inputs, strict=True)
+        ):
+            continue  # it reads other constants: slots say nothing (two Slices made one)
+        pairs = [
+            (new_input, old_input)
+            for new_input, old_input in zip(node.inputs, old_node.inputs, strict=True)
+            if new_input is not None and old_input is not None
+        ]
+        for new_input, old_input in pairs:
+            if new_input not in value_anchors:
+                value_anchors[new_input] = old_input
+        unchanged_op = same_attributes(node, old_node) and len(pairs) == sum(
+            value is not None for value in node.inputs
+        )
+        moved = [
+            (new_input, old_input)
+            for new_input, old_input in pairs
+            if canonical(value_anchors[new_input]) is not canonical(old_input)
+        ]
+        if unchanged_op and len(moved) == 1:
+            ((new_input, old_input),) = moved
+            named = value_anchors[new_input]
+            if (
+                named.producer() is not None
                 and named.producer() not in taken
+                and len(wanted[new_input]) == 1
                 and same_type(old_input, new_input)
             ):
                 value_anchors[new_input] = old_input
         if (
-            unchanged_op
+            same_attributes(node, old_node)
             and old_node not in taken
-            and _same_inputs(node, old_node, value_anchors, duplicates)
+            and same_inputs(node, old_node, value_anchors, duplicates)
         ):
             node_anchors[node] = old_node
             taken.add(old_node)
-    return node_anchors, value_anchors, merged_duplicates(node_anchors, duplicates, taken)
-
-
-_PASS_THROUGH = frozenset({"Identity", "Dropout"})
-
-
-def _same_inputs(
-    node: ir.Node,
-    old_node: ir.Node,
-    value_anchors: dict[ir.Value, ir.Value],
-    duplicates: dict[ir.Value, ir.Value],
-) -> bool:
-    """True when the node reads what the old node read.
-
-    An input may be renamed, or may now skip pass-through ops (Identity, Dropout) the tool
-    removed. A node that kept its output names but now reads other tensors was rewritten
-    (e.g. two transposes folded into the second one): it is not the same node.
-    """
-    if len(node.inputs) != len(old_node.inputs):
-        return False
-    for new, old in zip(node.inputs, old_node.inputs, strict=True):
-        if (new is None) != (old is None):
-            return False
-        if new is None or old is None or new not in value_anchors:
-            continue
-        anchor = value_anchors[new]
-        if duplicates.get(anchor, anchor) is duplicates.get(old, old):
-            continue  # the tool merged the duplicate the node read into its twin
-        if not _skips_no_ops(old, anchor):
-            return False
-    return True
-
-
-def _skips_no_ops(old: ir.Value, wanted: ir.Value) -> bool:
-    """True when ``old`` is ``wanted`` seen through ops that change nothing.
-
-    The chain back from ``old`` (first inputs) must reach ``wanted`` through pass-through
-    ops (Identity, Dropout), or through any ops when ``old`` has the same known dtype and
-    static shape as ``wanted`` (a no-op Reshape, a cancelling Transpose pair).
-    """
-    same_type = (
-        old.dtype is not None
-        and old.dtype == wanted.dtype
-        and old.shape is not None
-        and wanted.shape is not None
-        and old.shape.is_static()
-        and old.shape == wanted.shape
-    )
-    current: ir.Value | None = old
-    steps = 0
-    while current is not None and current is not wanted:
-        producer = current.producer()
-        if producer is None or not producer.inputs or steps > 8:
-            return False
-        if producer.op_type not in _PASS_THROUGH and not same_type:
-            return False
-        current = producer.inputs[0]
-        steps += 1
-    return current is wanted
 
 
 def _confidence(

@@ -56,7 +56,8 @@ def _user_keys(metadata: Mapping[str, str]) -> dict[str, str]:
 
 def _output_module(node: ir.Node, known: Sequence[Source]) -> str:
     """The module where the node's output is computed: that of the source whose output it
-    produces (``modelprov.output_of``, or its only source), else of its last source."""
+    produces (``modelprov.output_of``, or its only source; the first of several, the others
+    being aliases a step removed, as ``namespace`` says), else of its last source."""
     ids: set[str] = set()
     for value in node.outputs:
         text = value.metadata_props.get(OUTPUT_OF_KEY)
@@ -65,8 +66,8 @@ def _output_module(node: ir.Node, known: Sequence[Source]) -> str:
                 ids.update(parse_ids(text, where=f"value {value.name!r}", key=OUTPUT_OF_KEY))
             except MetadataError:
                 continue
-    chosen = [source for source in known if source.id in ids] or list(known)
-    return chosen[-1].module_path or ""
+    chosen = [source for source in known if source.id in ids]
+    return (chosen[0] if chosen else known[-1]).module_path or ""
 
 
 def _source_json(
@@ -145,8 +146,15 @@ def _numerics_json(numerics: Any, nodes: Sequence[dict[str, Any]]) -> dict[str, 
         "reference": numerics.reference,
         "first": by_name.get(first.node) if first is not None else None,
         "nodes": [
-            [i, _finite(_rel(row)), _finite(row.sqnr_db), row.source.fx_node, row.value,
-             bool(row.diverges), None if row.own_sqnr_db is None else _finite(row.own_sqnr_db)]
+            [
+                i,
+                _finite(_rel(row)),
+                _finite(row.sqnr_db),
+                row.source.fx_node,
+                row.value,
+                bool(row.diverges),
+                None if row.own_sqnr_db is None else _finite(row.own_sqnr_db),
+            ]
             for i, row in sorted(worst.items())
         ],
     }
@@ -157,8 +165,11 @@ def _rel(row: Any) -> float:
 
 
 def _finite(number: float) -> float | None:
-    return number if math.isfinite(number) else (None if math.isnan(number) else
-                                                 (1e300 if number > 0 else -1e300))
+    return (
+        number
+        if math.isfinite(number)
+        else (None if math.isnan(number) else (1e300 if number > 0 else -1e300))
+    )
 
 
 def report_data(

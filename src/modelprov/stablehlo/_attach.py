@@ -5,10 +5,11 @@ location is a NameLoc ``"jit(forward)/<node>/<primitive>"`` (wrapping the Python
 The second path component names the node. A FusedLoc names every node of its parts. Ops in
 nested regions (reduce bodies, while/case branches) are walked and labelled the same way; a
 region terminator without a node name takes its parent op's nodes for data-flow purposes.
-A constant JAX hoists with ``loc(unknown)`` (and an op fed only by such constants) that one
-FX node's ops use is that node's (``_constant_chains``); ops whose location still names no
-node (constants several nodes share, the shape checks of a dynamic-shape wrapper) are
-reported, never guessed. With symbolic shapes JAX
+A constant JAX hoists with ``loc(unknown)`` (and an op fed only by such constants) takes the
+nodes of every op using it (``_constant_chains``; identical constant values are one op by
+then, ``_constant_values``); a constant value several nodes use gets their provenance, not
+their user keys. Ops whose location still names no node (constants no node uses, the shape
+checks of a dynamic-shape wrapper) are reported, never guessed. With symbolic shapes JAX
 wraps the lowered function in a ``main`` that checks the input shapes and calls it; its ops
 are marked ``in_wrapper``.
 
@@ -46,8 +47,11 @@ from typing import Any
 from modelprov.core._scoping import KeyScoping, within
 from modelprov.core._sources import Source
 from modelprov.core.policy import MergeContext, Policies
-from modelprov.stablehlo._constant_chains import ChainOp, adopted_nodes
+from modelprov.stablehlo._composite_ops import decomposition_callers
+from modelprov.stablehlo._constant_chains import ChainOp, adopted_nodes, constant_only
+from modelprov.stablehlo._control_flow import node_component
 from modelprov.stablehlo._frontend_attributes import add_frontend_attributes
+from modelprov.stablehlo._helper_functions import label_helper_functions
 from modelprov.stablehlo._location_keys import with_keys
 from modelprov.stablehlo._locations import location_name, relocate, walk_names, with_aliases
 from modelprov.stablehlo._numbers import attribute_value
@@ -91,22 +95,27 @@ class _Op:
     nodes: tuple[str, ...]
     location: str
     adopted: bool = False  # nodes taken from its consumers (_constant_chains)
+    shared_value: bool = False  # a constant-only op several FX nodes use (_constant_values)
 
 
 def _location_nodes(location: Any, root: str, known: Mapping[str, object]) -> tuple[list[str], str]:
     """The FX node names a location names, and the location's name for display."""
     from jaxlib.mlir import ir
 
-    def names_node(name: str, child: Any) -> bool:
+    def node_of(name: str) -> str | None:
         parts = name.split("/")
-        return len(parts) >= 2 and parts[0] == root and parts[1] in known
+        return node_component(parts, known) if parts[0] == root else None
+
+    def names_node(name: str, child: Any) -> bool:
+        return node_of(name) is not None
 
     names: dict[str, None] = {}
     label = ""
     for name, _, stopped, _ in walk_names(ir, location, names_node):
         label = label or name
-        if stopped:
-            names[name.split("/")[1]] = None
+        node = node_of(name) if stopped else None
+        if node is not None:
+            names[node] = None
     return list(names), label or str(location)[:200]
 
 
@@ -150,6 +159,11 @@ class _Flow:
         self._infos = infos
         self._index_of = {op.operation: op.index for op in ops}
         self._users: dict[int, list[int | None]] = {}
+        # A decomposition's return hands its values on to its composites' users.
+        self._returns = {
+            self._index_of[ret]: [self._index_of[c] for c in composites]
+            for ret, composites in decomposition_callers([op.operation for op in ops]).items()
+        }
 
     def _owner_nodes(self, index: int | None) -> tuple[str, ...]:
         while index is not None:
@@ -167,12 +181,24 @@ class _Flow:
         if cached is None:
             cached = []
             for result in op.operation.results:
-                for use in result.uses:
-                    owner = use.owner
-                    owner = getattr(owner, "operation", owner)
-                    cached.append(self._index_of.get(owner))
+                cached.extend(self._result_users(result))
             self._users[op.index] = cached
         return cached
+
+    def _result_users(self, result: Any) -> list[int | None]:
+        found: list[int | None] = []
+        for use in result.uses:
+            owner = use.owner
+            owner = getattr(owner, "operation", owner)
+            index = self._index_of.get(owner)
+            composites = self._returns.get(index) if index is not None else None
+            if composites is None:
+                found.append(index)
+                continue
+            for composite in composites:
+                value = self._ops[composite].operation.results[use.operand_number]
+                found.extend(self._result_users(value))
+        return found
 
     def leaves_module(self, op: _Op, module: str) -> bool:
         """True when a result of ``op`` is used outside ``module`` or leaves the function."""
@@ -211,8 +237,8 @@ def _op_values(
         candidates.setdefault(key, []).append(_Candidate(value, source, from_output))
 
     # JAX caches constants and reuses one across nodes, so a constant used outside its
-    # first node's module is no module output: never value-scope constants.
-    is_constant = op.adopted or op.operation.name == "stablehlo.constant"
+    # first node's module is no module output: never value-scope constant-only ops.
+    is_constant = op.shared_value or op.adopted or op.operation.name == "stablehlo.constant"
 
     def leaves(name: str, module: str) -> bool:
         if is_constant or not flow.leaves_module(op, module):
@@ -220,11 +246,15 @@ def _op_values(
         exits.setdefault(name, set()).add(module)
         return True
 
+    # A constant value several nodes use is no module's own: their provenance, not their keys.
+    shared_value = (op.shared_value or op.adopted) and len(op.nodes) > 1
     for name in op.nodes:
         info = infos[name]
         node_output = len(op.nodes) == 1 or flow.leaves_node(op, name)
         for key, value in provenance_attributes(info).items():
             add(key, value, name, node_output)
+        if shared_value:
+            continue
         applied = scoping.source_keys(
             info.module_path,
             leaves=functools.partial(leaves, name),
@@ -276,6 +306,7 @@ def attach(
     from jaxlib.mlir import ir
 
     ops = _collect(module, root, infos)
+    label_helper_functions(ops, {name: n for n, name in enumerate(infos)})
     flow = _Flow(ops, infos)
     _adopt_constant_chains(ops, flow, infos)
     scoping = KeyScoping(annotations, policies, output_nodes)
@@ -345,6 +376,8 @@ def _adopt_constant_chains(ops: Sequence[_Op], flow: _Flow, infos: Mapping[str, 
         )
         for op in ops
     ]
+    for index in constant_only(chain_ops):
+        ops[index].shared_value = len(ops[index].nodes) > 1
     order = {name: n for n, name in enumerate(infos)}
     for index, nodes in adopted_nodes(chain_ops, order).items():
         ops[index].nodes = nodes

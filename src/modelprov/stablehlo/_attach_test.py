@@ -106,15 +106,24 @@ module {
 """
 
 
-def test_unknown_location_of_a_shared_or_unused_constant_is_reported_not_guessed() -> None:
+def test_a_shared_constant_names_every_node_using_it_an_unused_one_none() -> None:
     from jax._src.interpreters import mlir
     from jaxlib.mlir import ir
 
+    annotations = {"a": {"custom.min": "0.5"}, "d.inner": {"custom.tag": "x"}}
     with mlir.make_ir_context():
         module = ir.Module.parse(_SHARED)
-        ops = attach(module, "jit(forward)", _INFOS, {}, Policies()).ops
-    shared, _, _, unused = ops
-    assert shared.nodes == () and shared.attributes == {}  # used by add and add_2
+        ops = attach(
+            module, "jit(forward)", _INFOS, annotations, Policies({"custom.min": from_output})
+        ).ops
+    shared, add, _, unused = ops
+    assert shared.nodes == ("add", "add_2")  # used by add and add_2, in graph order
+    assert shared.attributes["modelprov.module"] == '["a", "d.inner"]'
+    # A constant hands no value out of a module: value-scoped keys stay on add's output op.
+    assert "custom.min" not in shared.attributes and add.attributes["custom.min"] == "0.5"
+    # A constant value several nodes use is no module's own: no user keys, also in its
+    # location (readers would give them to every source it names).
+    assert "custom.tag" not in shared.attributes and "custom.tag" in ops[2].attributes
     assert unused.nodes == () and unused.attributes == {}
 
 

@@ -1,15 +1,16 @@
-"""Ops from no FX node that only constants feed: named by the ops that consume them.
+"""Ops that compute no model data: named by the FX nodes that use them.
 
-JAX hoists constants out of the scope of the FX node that made them (their location is
-``loc(unknown)``) and shares one constant op among every node using the value; ops that
-consume only such constants (a ``broadcast_in_dim`` of a splat, JAX's folded causal mask)
-come out the same way. XLA then names their HLO instructions after the caller
-(``op_name="jit(call)/call_exported"``). Each such op computes part of the inputs of its
-consumer, so it takes that consumer's FX nodes when every op using its results has the same
-ones; the ops inside its regions take the same. A constant several FX nodes share (JAX makes
-one op per value) stays without nodes: one location naming all of them would merge their
-attributes into lists and say nothing about any one. So do ops whose results no node uses
-(the shape checks of JAX's dynamic-shape wrapper).
+A *constant-only* op has no operands (a constant, an iota) or is fed only by constant-only
+ops (a ``broadcast_in_dim`` of a constant, JAX's folded causal mask); the ops inside its
+regions are too. JAX hoists constants out of the scope of the FX node that made them (their
+location is ``loc(unknown)``) and shares one constant op among every node using the value;
+ops fed only by such constants come out the same way. Such an op takes the FX nodes of the
+ops using its results: its one consumer's, or, when several FX nodes use it, all of them in
+graph order (as a merged op's location names every op it came from; ``_constant_values``
+merges the identical values JAX builds once per node the same way). An op some use of which
+no node owns (a function return, the shape checks of JAX's dynamic-shape wrapper, an unused
+op) is left without nodes. Constant-only ops hand no value out of a module (value-scoped
+keys never go on them).
 
 Pure Python over indices, so the rule is tested without MLIR.
 """
@@ -19,12 +20,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 
-__all__ = ["ChainOp", "adopted_nodes"]
+__all__ = ["ChainOp", "adopted_nodes", "constant_only"]
 
 
 @dataclasses.dataclass(frozen=True)
 class ChainOp:
-    """One op as the rule sees it (indices into the same pre-order list).
+    """One op as the rules see it (indices into the same pre-order list).
 
     ``parent``: the enclosing op, None at function level; ``producers``: the op defining each
     operand (None for a block argument); ``users``: the ops using its results (None: a use
@@ -39,21 +40,26 @@ class ChainOp:
     labellable: bool = True
 
 
-def adopted_nodes(ops: Sequence[ChainOp], order: Mapping[str, int]) -> dict[int, tuple[str, ...]]:
-    """Index -> FX nodes for every op without nodes fed only by constants (and ops so fed)
-    whose consumers all have the same nodes. ``order`` (node name -> graph position) is
-    accepted for callers that rank names; consumers' tuples are already in graph order."""
-    by_index = {op.index: op for op in ops}
-    fed: set[int] = set()
+def constant_only(ops: Sequence[ChainOp]) -> set[int]:
+    """Indices of the constant-only ops (no operands, or fed only by constant-only ops)."""
+    found: set[int] = set()
     for op in ops:  # pre-order: producers and parents come first
-        if op.nodes or not op.labellable:
+        if not op.labellable:
             continue
         if op.parent is not None:
-            if op.parent in fed:
-                fed.add(op.index)
-        elif all(p is not None and p in fed for p in op.producers):
-            fed.add(op.index)
+            if op.parent in found:
+                found.add(op.index)
+        elif all(p is not None and p in found for p in op.producers):
+            found.add(op.index)
+    return found
 
+
+def adopted_nodes(ops: Sequence[ChainOp], order: Mapping[str, int]) -> dict[int, tuple[str, ...]]:
+    """Index -> FX nodes for every constant-only op without nodes whose every use is owned
+    by some node: the nodes of all its consumers, in graph order (``order``: node name ->
+    graph position)."""
+    by_index = {op.index: op for op in ops}
+    constants = constant_only(ops)
     resolved: dict[int, tuple[str, ...]] = {}
 
     def owner_nodes(index: int | None) -> tuple[str, ...]:
@@ -69,12 +75,13 @@ def adopted_nodes(ops: Sequence[ChainOp], order: Mapping[str, int]) -> dict[int,
         return ()
 
     for op in reversed(ops):  # users of a function-level op come after it
-        if op.index not in fed or op.parent is not None:
+        if op.index not in constants or op.parent is not None or op.nodes:
             continue
         consumers = {owner_nodes(user) for user in op.users}
-        if len(consumers) == 1 and () not in consumers:
-            (resolved[op.index],) = consumers
+        if consumers and () not in consumers:
+            names = {name for nodes in consumers for name in nodes}
+            resolved[op.index] = tuple(sorted(names, key=order.__getitem__))
     for op in ops:  # region bodies after their op, in pre-order
-        if op.index in fed and op.parent is not None and op.parent in resolved:
+        if op.index in constants and not op.nodes and op.parent in resolved:
             resolved[op.index] = resolved[op.parent]
     return resolved

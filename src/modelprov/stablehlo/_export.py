@@ -18,7 +18,10 @@ from modelprov.core.policy import DEFAULT_POLICIES, Policies
 from modelprov.errors import StableHLOError
 from modelprov.stablehlo._aliases import alias_infos
 from modelprov.stablehlo._attach import attach
-from modelprov.stablehlo._fx_nodes import fx_node_infos
+from modelprov.stablehlo._composite_ops import finish_composites, locate_composites
+from modelprov.stablehlo._constant_values import merge_constant_values
+from modelprov.stablehlo._control_flow import branch_sources
+from modelprov.stablehlo._fx_nodes import fx_node_infos, node_info
 from modelprov.stablehlo._jax_compat import ir_context, module_to_bytecode
 from modelprov.stablehlo._lower import ROOT_SCOPE, lower
 from modelprov.stablehlo._numbers import NUMBER_ATTRIBUTES, NumberAttributes, number_kinds
@@ -42,6 +45,7 @@ def export_stablehlo(
     dynamic_shapes: Any = None,
     trace_options: TraceOptions | None = None,
     number_attributes: NumberAttributes = "typed",
+    composites: bool = False,
 ) -> StableHLOProgram:
     """Export ``model`` to StableHLO; every op names its FX node, module and user metadata.
 
@@ -59,7 +63,8 @@ def export_stablehlo(
     module paths the program records); the result is the same as for the module it came from.
 
     Raises MissingDependencyError without jax/torchax, AnnotationError for an unknown module
-    path, StableHLOError (naming the FX node and its source line) when lowering fails.
+    path, StableHLOError (naming the FX node and its source line) when lowering fails, and
+    StableHLOError for ``composites=True`` with symbolic shapes.
     """
     import_torchax()  # fail before the slow torch.export when the extra is missing
     chosen = DEFAULT_POLICIES if policies is None else policies
@@ -81,6 +86,7 @@ def export_stablehlo(
             chosen,
             trace_options=trace_options,
             number_kinds=_number_kinds(None, annotations, number_attributes),
+            composites=composites,
         )
     if not isinstance(model, torch.nn.Module):
         raise TypeError(
@@ -105,6 +111,7 @@ def export_stablehlo(
         trace_options=trace_options,
         output_nodes=output_nodes,
         number_kinds=_number_kinds(model, annotations, number_attributes),
+        composites=composites,
     )
 
 
@@ -131,19 +138,31 @@ def program_from_exported_program(
     trace_options: TraceOptions | None = None,
     output_nodes: Mapping[str, tuple[str, ...]] | None = None,
     number_kinds: Mapping[str, type[int] | type[float]] | None = None,
+    composites: bool = False,
 ) -> StableHLOProgram:
     """Lower ``exported_program`` and label its ops (``annotations`` already normalized).
 
     ``output_nodes``: module path -> nodes producing its outputs, for per-output keys;
-    ``number_kinds``: user keys written as ``i64`` / ``f64`` attributes (``_numbers``).
+    ``number_kinds``: user keys written as ``i64`` / ``f64`` attributes (``_numbers``);
+    ``composites``: ATen calls as ``stablehlo.composite`` ops (``_composites``).
     """
-    lowered = lower(exported_program)
+    lowered = lower(exported_program, composites=composites)
     infos = fx_node_infos(
         lowered.decomposed.graph, exported_program.graph, trace_options=trace_options
+    )
+    infos.update(  # nodes inside torch.cond / while_loop subgraphs (_control_flow)
+        branch_sources(
+            lowered.decomposed.graph_module,
+            infos,
+            lambda node: node_info(node, id(exported_program.graph), trace_options),
+        )
     )
 
     with ir_context():
         module = lowered.exported.mlir_module(serialized=False)
+        if lowered.composites is not None:
+            locate_composites(module, lowered.composites, ROOT_SCOPE)
+        merge_constant_values(module)  # one op per constant value: compilers keep its name
         result = attach(
             module,
             ROOT_SCOPE,
@@ -160,6 +179,9 @@ def program_from_exported_program(
             output_nodes=output_nodes,
             number_kinds=number_kinds,
         )
+        ops = result.ops
+        if lowered.composites is not None:
+            ops = finish_composites(module, lowered.composites, result, infos, policies)
         if not module.operation.verify():
             raise StableHLOError("the StableHLO module does not verify after adding attributes")
         # JAX's own serializer (the one jax.export used), so the artifact stays portable.
@@ -173,7 +195,7 @@ def program_from_exported_program(
         text_with_locations=text_with_locations,
         exported=exported,
         weights=lowered.weights,
-        ops=result.ops,
+        ops=ops,
         nodes=infos,
         aliases=result.aliases,
         scoping=result.scoping,

@@ -19,6 +19,10 @@ effects stay (it disables ``torch.backends.mha`` fast path, as it always does).
 
 If jax or torchax is not installed, :class:`~modelprov.errors.MissingDependencyError` says which
 extra to install.
+
+After the import, :func:`~modelprov.stablehlo._jax_backend.complete_jax_backend` registers what
+torch needs behind the ``jax`` backend torchax's import declares, so dynamo (``torch.cond``
+export, strict export) keeps working in the process.
 """
 
 from __future__ import annotations
@@ -34,12 +38,12 @@ from types import ModuleType
 from typing import Any
 
 from modelprov.errors import MissingDependencyError
+from modelprov.stablehlo._jax_backend import complete_jax_backend
 
 __all__ = [
     "INSTALL_HINT",
     "TESTED_TORCHAX",
     "RemovedOverload",
-    "exported_program_states",
     "import_torchax",
     "removed_overloads_seen",
 ]
@@ -118,6 +122,7 @@ def import_torchax() -> ModuleType:
     """
     loaded = sys.modules.get("torchax")
     if isinstance(loaded, ModuleType) and isinstance(sys.modules.get("torchax.export"), ModuleType):
+        complete_jax_backend()  # also when the user imported torchax first
         return loaded
     with _LOCK:
         try:
@@ -137,20 +142,5 @@ def import_torchax() -> ModuleType:
             ) from exc
         if _SEEN:
             _LOG.debug("torchax import: stood in for removed overloads %s", ", ".join(_SEEN))
+        complete_jax_backend()
         return torchax
-
-
-def exported_program_states(program: Any) -> list[Any]:
-    """The weights, buffers and lifted constants of an ExportedProgram, in the order torchax's
-    lowered function takes them (``torchax.export._extract_states_from_exported_program``,
-    private in torchax 0.0.13 and what its own ``exported_program_to_jax`` uses)."""
-    torchax = import_torchax()
-    extract = getattr(sys.modules["torchax.export"], "_extract_states_from_exported_program", None)
-    if extract is None:
-        raise MissingDependencyError(
-            f"torchax {getattr(torchax, '__version__', '?')} lacks "
-            "export._extract_states_from_exported_program; modelprov was tested with torchax "
-            f"{TESTED_TORCHAX}: install it with {INSTALL_HINT}"
-        )
-    _, states = extract(program)
-    return list(states)

@@ -104,14 +104,3 @@ def test_missing_dependency_says_what_to_install(
 def test_installed_torchax_is_the_tested_version() -> None:
     torchax = import_torchax()
     assert torchax.__version__ == _torchax_compat.TESTED_TORCHAX
-
-
-def test_exported_program_states_are_the_weights_in_signature_order() -> None:
-    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4)).eval()
-    program = torch.export.export(model, (torch.randn(2, 3),))
-    states = _torchax_compat.exported_program_states(program)
-    signature = program.graph_signature
-    names = [*signature.parameters, *signature.buffers]
-    assert len(states) == len(names)
-    for name, state in zip(names, states, strict=True):
-        assert torch.equal(state, program.state_dict[name])

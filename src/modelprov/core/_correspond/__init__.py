@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 
 import onnx_ir as ir
 
-from modelprov.core._correspond._anchors_identity import match_by_identity
+from modelprov.core._correspond._anchors_identity import literal_key, match_by_identity
 from modelprov.core._correspond._anchors_named import match_by_anchors
 from modelprov.core._correspond._claims import assign_claims
 from modelprov.core._correspond._graph import (
@@ -39,6 +39,7 @@ __all__ = [
     "Snapshot",
     "correspond",
     "data_inputs",
+    "literal_key",
 ]
 
 

@@ -1,6 +1,7 @@
 """Identity anchors, for in-process passes: a node or value that is the same Python object
 before and after the change survived; replacements are read off surviving consumers, graph
-outputs and (for onnxscript's rewriter) names taken over by fresh outputs."""
+outputs, (for onnxscript's rewriter) names taken over by fresh outputs, and removed nodes a
+node of the graph duplicates (common subexpression elimination merged them into it)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import onnx_ir as ir
 
 from modelprov.core._correspond._graph import Matching, Snapshot
 
-__all__ = ["match_by_identity"]
+__all__ = ["literal_key", "match_by_identity"]
 
 
 def match_by_identity(
@@ -30,6 +31,7 @@ def match_by_identity(
     removed_set = set(removed)
     replaced = _value_replacements(before, graphs, same, value_anchors)
     _rename_anchors(before, new_nodes, removed_set, replaced)
+    _merged_twins(before, after_nodes, removed, replaced)
     return Matching(
         same=same,
         new_nodes=new_nodes,
@@ -123,6 +125,106 @@ def _rename_anchors(
             if old is None or not _compatible(old, value):
                 continue
             replaced[value] = [old]
+
+
+_Key = tuple[str, str, tuple[object, ...]]
+
+
+def _merged_twins(
+    before: Snapshot,
+    after_nodes: list[ir.Node],
+    removed: list[ir.Node],
+    replaced: dict[ir.Value, list[ir.Value]],
+) -> None:
+    """A removed node that computed what a node of the graph computes (same op, attributes
+    and inputs, up to such twins and equal small literals) was merged into it (common
+    subexpression elimination): its outputs are replaced by that node's outputs. So each
+    node of a merged chain takes its own twin, and nothing upstream of what it reads."""
+    ops = {(n.domain, n.op_type) for n in removed if n.op_type != "Constant" and n.outputs}
+    if not ops:
+        return
+    now_of: dict[ir.Value, ir.Value] = {}
+    for new, olds in replaced.items():
+        for each in olds:
+            now_of.setdefault(each, new)
+    literals: dict[tuple[object, ...], ir.Value] = {}
+
+    def canonical(value: ir.Value | None, producer: ir.Node | None) -> object:
+        if value is None:
+            return None
+        value = now_of.get(value, value)
+        if producer is not None and producer.op_type == "Constant":
+            key = literal_key(producer)
+            if key is not None:
+                return literals.setdefault(key, value)
+        return value
+
+    index: dict[_Key, list[ir.Node]] = {}
+    for node in after_nodes:
+        if (node.domain, node.op_type) in ops:
+            inputs = tuple(
+                canonical(v, v.producer() if v is not None else None) for v in node.inputs
+            )
+            index.setdefault((node.domain, node.op_type, inputs), []).append(node)
+    if not index:
+        return
+    producer_of = before.producer.get
+    for old in removed:
+        if (old.domain, old.op_type) not in ops:
+            continue
+        inputs = tuple(
+            canonical(v, producer_of(v) if v is not None else None) for v in before.inputs[old]
+        )
+        candidates = index.get((old.domain, old.op_type, inputs))
+        if not candidates:
+            continue
+        attributes = _attribute_key(old)
+        twin = next(
+            (
+                node
+                for node in candidates
+                if len(node.outputs) == len(before.outputs[old])
+                and _attribute_key(node) == attributes
+            ),
+            None,
+        )
+        if twin is None or attributes is None:
+            continue
+        for mine, theirs in zip(before.outputs[old], twin.outputs, strict=True):
+            olds = replaced.setdefault(theirs, [])
+            if mine not in olds:
+                olds.append(mine)
+            now_of[mine] = theirs
+
+
+def _attribute_key(node: ir.Node) -> tuple[tuple[str, str], ...] | None:
+    """A node's attributes as text (None for a node with subgraphs: no twin)."""
+    key = []
+    for name, attr in node.attributes.items():
+        if attr.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS):
+            return None
+        key.append((name, str(attr)))
+    return tuple(sorted(key))
+
+
+_SMALL_LITERAL = 64
+"""Elements of a literal compared by contents (larger ones count as distinct)."""
+
+
+def literal_key(node: ir.Node) -> tuple[object, ...] | None:
+    """A Constant node's contents as a key, for small literals; None for others."""
+    if node.domain not in ("", "ai.onnx") or len(node.attributes) != 1 or len(node.outputs) != 1:
+        return None
+    ((name, attr),) = node.attributes.items()
+    if attr.type == ir.AttributeType.TENSOR:
+        tensor = attr.as_tensor()
+        if tensor.size > _SMALL_LITERAL:
+            return None
+        return (name, tensor.dtype, tuple(tensor.shape.numpy()), tensor.tobytes())
+    lists = (ir.AttributeType.INTS, ir.AttributeType.FLOATS, ir.AttributeType.STRINGS)
+    if attr.type in lists and len(attr.value) > _SMALL_LITERAL:
+        return None
+    return (name, str(attr))
 
 
 def _compatible(old: ir.Value, new: ir.Value) -> bool:

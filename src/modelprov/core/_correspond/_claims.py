@@ -25,38 +25,114 @@ __all__ = ["assign_claims"]
 
 def assign_claims(before: Snapshot, after_nodes: list[ir.Node], matching: Matching) -> Change:
     """Who computes each removed node's work now, given what a matcher paired."""
-    old_of = matching.same
-    new_nodes = matching.new_nodes
-    removed = matching.removed
-    replaced = matching.replaced
-    claimable = matching.claimable
-    values_persist = matching.values_persist
+    return _ClaimPhase(before, after_nodes, matching).run()
 
-    producer_now = {value: node for node in after_nodes for value in node.outputs}
-    consumers_now: dict[ir.Value, list[ir.Node]] = {}
-    for node in after_nodes:
-        for value in node.inputs:
-            if value is not None:
-                consumers_now.setdefault(value, []).append(node)
 
-    def old_equivalents(value: ir.Value) -> list[ir.Value]:
-        olds = list(replaced.get(value, ()))
-        if values_persist and before.knows(value):
+class _ClaimPhase:
+    """One claim phase over one change, in named steps (:meth:`run` lists them):
+
+    1. what each new node reads, as old values (:meth:`_read_through_new_nodes`);
+    2. producers of values that replaced old values absorb what computed those
+       (:meth:`_claim_replaced_values`);
+    3. readers of values without producer (folded constants, graph inputs) absorb what
+       computed the old values they stand for (:meth:`_claim_folded_values`);
+    4. new nodes without claims share those of their cluster (``_share_within_clusters``);
+    5. the record of the change (:meth:`_change`).
+    """
+
+    def __init__(self, before: Snapshot, after_nodes: list[ir.Node], matching: Matching) -> None:
+        self.before = before
+        self.after_nodes = after_nodes
+        self.matching = matching
+        self.old_of = matching.same
+        self.replaced = matching.replaced
+        self.claimable = matching.claimable
+        self.values_persist = matching.values_persist
+        self.producer_now = {value: node for node in after_nodes for value in node.outputs}
+        self.consumers_now: dict[ir.Value, list[ir.Node]] = {}
+        for node in after_nodes:
+            for value in node.inputs:
+                if value is not None:
+                    self.consumers_now.setdefault(value, []).append(node)
+        self.known_reads: dict[ir.Node, set[ir.Value]] = {}
+        self.absorbed: dict[ir.Node, set[ir.Node]] = {}
+        self.produced: dict[ir.Node, set[ir.Node]] = {}
+        self.fallback: dict[ir.Node, set[ir.Node]] = {}
+        self.glue = _layout_glue(matching.new_nodes)
+        self._equivalents: dict[ir.Value, frozenset[ir.Value]] = {}
+        self._stops: dict[ir.Node, _Stops] = {}
+        self._input_sets: dict[ir.Node, set[ir.Value]] = {}
+
+    def run(self) -> Change:
+        """The steps of the class docstring, in order."""
+        self._read_through_new_nodes()
+        producerless = self._claim_replaced_values()
+        self._claim_folded_values(producerless)
+        unanchored = _share_within_clusters(
+            self.matching.new_nodes,
+            self.glue,
+            self.absorbed,
+            self.before,
+            self.producer_now,
+            self.old_equivalents,
+            lambda value: bool(self.old_equivalents(value)),
+        )
+        return self._change(unanchored)
+
+    # --- what values stand for -------------------------------------------------------
+
+    def old_equivalents(self, value: ir.Value) -> list[ir.Value]:
+        """The old values a value of the graph now stands for."""
+        olds = list(self.replaced.get(value, ()))
+        if self.values_persist and self.before.knows(value):
             olds.append(value)
         return olds
 
-    fallback: dict[ir.Node, set[ir.Node]] = {}
+    def _old_equivalent_set(self, value: ir.Value) -> frozenset[ir.Value]:
+        found = self._equivalents.get(value)
+        if found is None:
+            found = self._equivalents[value] = frozenset(self.old_equivalents(value))
+        return found
 
-    producer_of = before.producer.get
-    reads_of = before.reads_of
-    inputs_of = before.inputs.__getitem__
-    nothing: set[ir.Node] = set()
+    def _old_inputs(self, old: ir.Node) -> set[ir.Value]:
+        """The values an old node read (shared: callers only test membership)."""
+        found = self._input_sets.get(old)
+        if found is None:
+            found = self._input_sets[old] = {v for v in self.before.inputs[old] if v is not None}
+        return found
 
-    def regions(entries: Iterable[ir.Value], stops: _Stops) -> tuple[set[ir.Node], set[ir.Node]]:
+    def _stops_of(self, node: ir.Node) -> _Stops:
+        """The old values above which ``node`` computes nothing: a union of sets shared
+        with other nodes (a folded constant's old values can number thousands)."""
+        found = self._stops.get(node)
+        if found is None:
+            sets: list[Container[ir.Value]] = []
+            reads = self.known_reads.get(node)
+            if reads:
+                sets.append(reads)
+            for value in node.inputs:
+                if value is not None:
+                    olds = self._old_equivalent_set(value)
+                    if olds:
+                        sets.append(olds)
+            old = self.old_of.get(node)
+            if old is not None:
+                sets.append(self._old_inputs(old))
+            found = self._stops[node] = _Stops(sets)
+        return found
+
+    # --- the walk --------------------------------------------------------------------
+
+    def _regions(
+        self, entries: Iterable[ir.Value], stops: _Stops
+    ) -> tuple[set[ir.Node], AbstractSet[ir.Node]]:
         """Removed nodes from ``entries`` back to ``stops``, and the further ones reached
         only by also reading through the input of a Shape or Size (what a fold of it does
         not compute): one walk over data inputs, then one from the inputs whose shape alone
         the claimed nodes read."""
+        producer_of = self.before.producer.get
+        reads_of = self.before.reads_of
+        claimable = self.claimable
         claimed: set[ir.Node] = set()
         through: list[ir.Value] = []
         stack = [node for value in entries if (node := producer_of(value)) in claimable]
@@ -74,163 +150,128 @@ def assign_claims(before: Snapshot, after_nodes: list[ir.Node], matching: Matchi
             if shape_only:
                 through.extend(shape_only)
         if not through:
-            return claimed, nothing
+            return claimed, _NOTHING
 
         def claimable_producer(value: ir.Value) -> ir.Node | None:
             upstream = producer_of(value)
             return upstream if upstream in claimable and value not in stops else None
 
         starts = [node for value in through if (node := claimable_producer(value)) is not None]
-        loose, _ = _upstream(starts, inputs_of, claimable_producer, seen=set(claimed))
+        loose, _ = _upstream(
+            starts, self.before.inputs.__getitem__, claimable_producer, seen=set(claimed)
+        )
         return claimed, loose - claimed
 
-    # What each new node reads, as old values: through the fresh values of other new
-    # nodes back to values the old graph knew (a new node computes nothing above them).
-    known_reads: dict[ir.Node, set[ir.Value]] = {}
-    new_set = set(new_nodes)
-    for node in after_nodes:
-        if node not in new_set:
-            continue
-        reads: set[ir.Value] = set()
-        for value in node.inputs:
-            if value is None:
-                continue
-            olds = old_equivalents(value)
-            if olds:
-                reads.update(olds)
-                continue
-            upstream = producer_now.get(value)
-            if upstream is not None and upstream in known_reads:
-                reads.update(known_reads[upstream])
-        known_reads[node] = reads
-
-    equivalents: dict[ir.Value, frozenset[ir.Value]] = {}
-
-    def old_equivalent_set(value: ir.Value) -> frozenset[ir.Value]:
-        found = equivalents.get(value)
-        if found is None:
-            found = equivalents[value] = frozenset(old_equivalents(value))
-        return found
-
-    stops_cache: dict[ir.Node, _Stops] = {}
-
-    def stops_of(node: ir.Node) -> _Stops:
-        """The old values above which ``node`` computes nothing: a union of sets shared
-        with other nodes (a folded constant's old values can number thousands)."""
-        found = stops_cache.get(node)
-        if found is None:
-            found = stops_cache[node] = _stops_of(node)
-        return found
-
-    input_sets: dict[ir.Node, set[ir.Value]] = {}
-
-    def old_inputs(old: ir.Node) -> set[ir.Value]:
-        """The values an old node read (shared: callers only test membership)."""
-        found = input_sets.get(old)
-        if found is None:
-            found = input_sets[old] = {v for v in before.inputs[old] if v is not None}
-        return found
-
-    def _stops_of(node: ir.Node) -> _Stops:
-        sets: list[Container[ir.Value]] = []
-        reads = known_reads.get(node)
-        if reads:
-            sets.append(reads)
-        for value in node.inputs:
-            if value is not None:
-                olds = old_equivalent_set(value)
-                if olds:
-                    sets.append(olds)
-        old = old_of.get(node)
-        if old is not None:
-            sets.append(old_inputs(old))
-        return _Stops(sets)
-
-    absorbed: dict[ir.Node, set[ir.Node]] = {}
-    produced: dict[ir.Node, set[ir.Node]] = {}
-    producerless: list[tuple[ir.Value, list[ir.Value]]] = []
-    glue = _layout_glue(new_nodes)
-    for new_value, olds in replaced.items():
-        producer = producer_now.get(new_value)
-        if producer is None:
-            producerless.append((new_value, olds))
-            continue
-        if producer in glue and _behind_glue(producer, glue, old_equivalents):
-            # The end of a layout conversion and its inverse hands back a value the graph
-            # has behind it: the node computing that one computes this.
-            continue
-        stops = stops_of(producer)
-        produced.setdefault(producer, set()).update(
-            before.producer[old] for old in olds if before.producer.get(old) in claimable
-        )
-        claim, extra = regions(olds, stops)
+    def _absorb(self, node: ir.Node, entries: Iterable[ir.Value], stops: _Stops) -> None:
+        """``node`` absorbs the walk from ``entries`` back to ``stops``."""
+        claim, extra = self._regions(entries, stops)
         if claim:
-            absorbed.setdefault(producer, set()).update(claim)
+            self.absorbed.setdefault(node, set()).update(claim)
         if extra:
-            fallback.setdefault(producer, set()).update(extra)
-    # A value without producer (folded constant, graph input) took old values' places:
-    # each reader absorbs what computed the old value it (or what it absorbed) read.
-    for new_value, olds in producerless:
-        # A folded constant can stand for many old values: which of them a reader read
-        # is looked up from the (few) values it read, in the order of ``olds``.
-        position = {old: index for index, old in enumerate(olds)}
-        unique = len(position) == len(olds)
-        for consumer in consumers_now.get(new_value, ()):
-            old_consumer = old_of.get(consumer)
-            if old_consumer is not None:
-                read = old_inputs(old_consumer)
-            else:
-                read = {
-                    v
-                    for node in absorbed.get(consumer, ())
-                    for v in before.inputs[node]
-                    if v is not None
-                }
-            # A new reader that took over removed nodes claims only what they read; one
-            # without claims of its own may have taken over any of the old readers.
-            if unique and len(read) < len(olds):
-                entries = sorted((v for v in read if v in position), key=position.__getitem__)
-            else:
-                entries = [old for old in olds if old in read]
-            if old_consumer is None and not absorbed.get(consumer):
-                entries = list(olds)
-            stops = stops_of(consumer).without(entries)
-            claim, extra = regions(entries, stops)
-            if claim:
-                absorbed.setdefault(consumer, set()).update(claim)
-            if extra:
-                fallback.setdefault(consumer, set()).update(extra)
+            self.fallback.setdefault(node, set()).update(extra)
 
-    unanchored = _share_within_clusters(
-        new_nodes,
-        glue,
-        absorbed,
-        before,
-        producer_now,
-        old_equivalents,
-        lambda value: bool(old_equivalents(value)),
-    )
-    claimed_all: set[ir.Node] = set()
-    for claim in absorbed.values():
-        claimed_all.update(claim)
-    fallback_all = {node for extra in fallback.values() for node in extra}
-    eliminated = [node for node in removed if node not in claimed_all and node not in fallback_all]
-    fallback = {
-        node: extra - claimed_all for node, extra in fallback.items() if extra - claimed_all
-    }
-    constant = before.constant_nodes()
-    return Change(
-        fallback=fallback,
-        constant=set(constant),
-        produced={node: olds for node, olds in produced.items() if olds},
-        absorbed=absorbed,
-        replaced=replaced,
-        same=old_of,
-        new_nodes=new_nodes,
-        removed=removed,
-        eliminated=eliminated,
-        unanchored=unanchored,
-    )
+    # --- the steps -------------------------------------------------------------------
+
+    def _read_through_new_nodes(self) -> None:
+        """What each new node reads, as old values: through the fresh values of other new
+        nodes back to values the old graph knew (a new node computes nothing above them)."""
+        known_reads = self.known_reads
+        new_set = set(self.matching.new_nodes)
+        for node in self.after_nodes:
+            if node not in new_set:
+                continue
+            reads: set[ir.Value] = set()
+            for value in node.inputs:
+                if value is None:
+                    continue
+                olds = self.old_equivalents(value)
+                if olds:
+                    reads.update(olds)
+                    continue
+                upstream = self.producer_now.get(value)
+                if upstream is not None and upstream in known_reads:
+                    reads.update(known_reads[upstream])
+            known_reads[node] = reads
+
+    def _claim_replaced_values(self) -> list[tuple[ir.Value, list[ir.Value]]]:
+        """A node producing a value that replaced old values absorbs the removed nodes that
+        computed them; returns the replaced values without producer, for the next step."""
+        before, claimable = self.before, self.claimable
+        producerless: list[tuple[ir.Value, list[ir.Value]]] = []
+        for new_value, olds in self.replaced.items():
+            producer = self.producer_now.get(new_value)
+            if producer is None:
+                producerless.append((new_value, olds))
+                continue
+            if producer in self.glue and _behind_glue(producer, self.glue, self.old_equivalents):
+                # The end of a layout conversion and its inverse hands back a value the graph
+                # has behind it: the node computing that one computes this.
+                continue
+            self.produced.setdefault(producer, set()).update(
+                before.producer[old] for old in olds if before.producer.get(old) in claimable
+            )
+            self._absorb(producer, olds, self._stops_of(producer))
+        return producerless
+
+    def _claim_folded_values(self, producerless: list[tuple[ir.Value, list[ir.Value]]]) -> None:
+        """A value without producer (folded constant, graph input) took old values' places:
+        each reader absorbs what computed the old value it (or what it absorbed) read."""
+        before = self.before
+        for new_value, olds in producerless:
+            # A folded constant can stand for many old values: which of them a reader read
+            # is looked up from the (few) values it read, in the order of ``olds``.
+            position = {old: index for index, old in enumerate(olds)}
+            unique = len(position) == len(olds)
+            for consumer in self.consumers_now.get(new_value, ()):
+                old_consumer = self.old_of.get(consumer)
+                if old_consumer is not None:
+                    read = self._old_inputs(old_consumer)
+                else:
+                    read = {
+                        v
+                        for node in self.absorbed.get(consumer, ())
+                        for v in before.inputs[node]
+                        if v is not None
+                    }
+                # A new reader that took over removed nodes claims only what they read; one
+                # without claims of its own may have taken over any of the old readers.
+                if unique and len(read) < len(olds):
+                    entries = sorted((v for v in read if v in position), key=position.__getitem__)
+                else:
+                    entries = [old for old in olds if old in read]
+                if old_consumer is None and not self.absorbed.get(consumer):
+                    entries = list(olds)
+                self._absorb(consumer, entries, self._stops_of(consumer).without(entries))
+
+    def _change(self, unanchored: list[ir.Node]) -> Change:
+        """The record of the change; removed nodes nobody claims were dead."""
+        absorbed, fallback = self.absorbed, self.fallback
+        claimed_all: set[ir.Node] = set()
+        for claim in absorbed.values():
+            claimed_all.update(claim)
+        fallback_all = {node for extra in fallback.values() for node in extra}
+        removed = self.matching.removed
+        eliminated = [
+            node for node in removed if node not in claimed_all and node not in fallback_all
+        ]
+        kept_fallback = {
+            node: extra - claimed_all for node, extra in fallback.items() if extra - claimed_all
+        }
+        return Change(
+            fallback=kept_fallback,
+            constant=set(self.before.constant_nodes()),
+            produced={node: olds for node, olds in self.produced.items() if olds},
+            absorbed=absorbed,
+            replaced=self.replaced,
+            same=self.old_of,
+            new_nodes=self.matching.new_nodes,
+            removed=removed,
+            eliminated=eliminated,
+            unanchored=unanchored,
+        )
+
+
+_NOTHING: frozenset[ir.Node] = frozenset()
 
 
 class _Stops:
@@ -269,9 +310,10 @@ def _share_within_clusters(
     old_equivalents: Callable[[ir.Value], list[ir.Value]],
     known: Callable[[ir.Value], bool],
 ) -> list[ir.Node]:
-    """New nodes without claims take, from the claims of the new nodes linked to them by
-    fresh values, the removed nodes they can compute: those whose inputs from outside the
-    claim all lie among what the node reads (directly or through other new nodes)."""
+    """New nodes without claims take, from the claims of the new nodes they feed through
+    fresh values (else of all new nodes linked to them so), the removed nodes they can
+    compute: those whose inputs from outside the claim all lie among what the node reads
+    (directly or through other new nodes)."""
     new_set = set(new_nodes)
     parent: dict[ir.Node, ir.Node] = {node: node for node in new_nodes}
 
@@ -293,10 +335,34 @@ def _share_within_clusters(
             if upstream is not None:
                 parent[find(upstream)] = find(node)
     cluster_claims: dict[ir.Node, set[ir.Node]] = {}
+    fed: dict[ir.Node, list[ir.Node]] = {}  # new node -> new nodes reading its fresh values
     for node in new_nodes:
         claim = absorbed.get(node)
         if claim:
             cluster_claims.setdefault(find(node), set()).update(claim)
+        for value in node.inputs:
+            upstream = fresh_producer(value)
+            if upstream is not None:
+                fed.setdefault(upstream, []).append(node)
+    claims_before = {node: frozenset(claim) for node, claim in absorbed.items() if claim}
+
+    def fed_claims(node: ir.Node) -> set[ir.Node]:
+        """The claims of the nearest claiming new nodes that ``node`` feeds through fresh
+        values (a Concat of a fused Slice's starts works for that Slice only)."""
+        found: set[ir.Node] = set()
+        seen = {node}
+        stack = list(fed.get(node, ()))
+        while stack:
+            reader = stack.pop()
+            if reader in seen:
+                continue
+            seen.add(reader)
+            claim = claims_before.get(reader)
+            if claim:
+                found.update(claim)
+            else:
+                stack.extend(fed.get(reader, ()))
+        return found
 
     def reads(node: ir.Node) -> set[ir.Value]:
         """Old values a new node depends on, through fresh values of other new nodes."""
@@ -337,7 +403,8 @@ def _share_within_clusters(
             continue
         # A node that only folded constants (a fused Gemm that took a weight's Transpose)
         # still computes part of its cluster.
-        shared = cluster_claims.get(find(node))
+        # What it feeds decides, when that claims anything; else its whole cluster.
+        shared = fed_claims(node) or cluster_claims.get(find(node))
         if own and shared:
             shared = shared - own
         if not shared or node in glue:

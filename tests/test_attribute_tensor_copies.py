@@ -1,0 +1,62 @@
+"""Copies of an in-memory export keep every attribute tensor serializable.
+
+torch.onnx's in-memory model holds its weights as tensors over torch Parameters (which
+require grad). Once such a tensor sits in a node attribute (a folded constant, or a caller's
+own graph), the copy modelprov works on must still serialize, and the caller's model must
+not change.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx_ir as ir
+import pytest
+import torch
+
+from modelprov.onnx._convert import to_ir_copy
+
+
+def _parameter_tensors() -> list[ir.TensorProtocol]:
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.LayerNorm(4))
+    program = torch.onnx.export(module, (torch.randn(2, 3),), dynamo=True, optimize=False)
+    assert program is not None
+    tensors = [
+        value.const_value
+        for value in program.model.graph.initializers.values()
+        if value.const_value is not None
+    ]
+    assert tensors, "the export holds its weights as initializers"
+    return tensors
+
+
+@pytest.fixture(scope="module")
+def parameter_tensors() -> list[ir.TensorProtocol]:
+    return _parameter_tensors()
+
+
+def test_attribute_tensors_over_parameters_survive_the_copy(
+    parameter_tensors: list[ir.TensorProtocol],
+) -> None:
+    for tensor in parameter_tensors:
+        _check_copy_of_constant(tensor)
+
+
+def _check_copy_of_constant(tensor: ir.TensorProtocol) -> None:
+    output = ir.Value(name="constant_out")
+    node = ir.Node(
+        "", "Constant", [], attributes=[ir.AttrTensor("value", tensor)], outputs=[output]
+    )
+    graph = ir.Graph([], [output], nodes=[node], opset_imports={"": 18})
+    model = ir.Model(graph, ir_version=10)
+
+    copy = to_ir_copy(model)
+    proto = ir.serde.serialize_model(copy)
+
+    copied = copy.graph.node(0).attributes["value"].as_tensor()
+    assert copied is not tensor
+    np.testing.assert_array_equal(copied.numpy(), tensor.numpy())
+    np.testing.assert_array_equal(
+        ir.serde.deserialize_tensor(proto.graph.node[0].attribute[0].t).numpy(), tensor.numpy()
+    )
+    assert model.graph.node(0).attributes["value"].value is tensor
