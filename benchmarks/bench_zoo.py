@@ -224,7 +224,8 @@ def _tool_row(
 def _ratio(base: ir.Model, repeat: int) -> float:
     """Median over ``repeat`` back-to-back pairs of modelprov.optimize's CPU time over
     onnxscript's optimize_ir (the pairs alternate which goes first; bench_optimize's timing)."""
-    from benchmarks.bench_optimize import _cpu_seconds, _optimize_ir_copy
+    from benchmarks._timing import cpu_seconds as _cpu_seconds
+    from benchmarks._timing import optimize_ir_copy as _optimize_ir_copy
 
     runners: list[Callable[[ir.Model], object]] = [_optimize_ir_copy, modelprov.optimize]
     ratios = []
@@ -247,7 +248,7 @@ def _sweep_model(
     name: str, tools: list[str], cache: str, repeat: int, rows: list[dict[str, Any]]
 ) -> dict[str, Any]:
     """Every ONNX step on one model; its rows go to ``rows``, its summary figures back."""
-    from benchmarks.bench_optimize import _optimize_ir_copy
+    from benchmarks._timing import optimize_ir_copy as _optimize_ir_copy
 
     figures: dict[str, Any] = {"family": MODELS[name].family}
     exported = _contained(rows, name, "export", lambda: _cached_export(name, cache))
