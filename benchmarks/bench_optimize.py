@@ -53,7 +53,7 @@ import modelprov
 from benchmarks._timing import cpu_seconds as _cpu_seconds
 from benchmarks._timing import optimize_ir_copy as _optimize_ir_copy
 from benchmarks._zoo_cases import EXPORT_CACHE
-from modelprov import _examples
+from modelprov._cli import _examples
 
 TARGET = 1.05
 """modelprov.optimize's time over onnxscript's, at most (GPT-2 and each zoo model)."""

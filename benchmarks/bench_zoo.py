@@ -69,7 +69,7 @@ import torch
 import modelprov
 from benchmarks._zoo_cases import CASES, EXPORT_CACHE, Case
 from modelprov.errors import ModelprovError
-from modelprov.onnx import _tools
+from modelprov.onnx.recover import _tools
 from tests._call_checks import check_calls, inline_mismatches
 from tests._checks import run
 from tests._regions import check_regions

@@ -22,9 +22,9 @@ import pytest
 import torch
 
 import modelprov
-from modelprov import _examples
+from modelprov._cli import _examples
 from modelprov.numerics import NumericsReport, compare
-from modelprov.onnx._tools import TOOLS
+from modelprov.onnx.recover._tools import TOOLS
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 

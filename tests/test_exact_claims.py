@@ -13,8 +13,8 @@ import torch
 from torch import nn
 
 import modelprov
-from modelprov.onnx import _tools
 from modelprov.onnx._lookup import node_sources
+from modelprov.onnx.recover import _tools
 from tests._checks import region_violations, run
 from tests.conftest import example_inputs, plain_export
 from tests.test_layout_follows_output import _LAYER_SCOPE, _computed_in, _layer_of_module

@@ -20,9 +20,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from modelprov.core import _builtin_policies, _stack_trace, policy
+from modelprov.core import _builtin_policies, _stack_trace
+from modelprov.core import _policy as policy
+from modelprov.core._policy import MergeContext
 from modelprov.core._sources import Source, SourceTable
-from modelprov.core.policy import MergeContext
 from modelprov.errors import MetadataError, PolicyError
 
 THOROUGH_EXAMPLES = 10_000

@@ -11,7 +11,7 @@ import pytest
 from onnx import TensorProto, helper
 
 import modelprov
-from modelprov import _examples
+from modelprov._cli import _examples
 from modelprov.core._walks import all_nodes
 from modelprov.errors import MetadataError
 from modelprov.report import STATE_COLORS, overlay, write_overlay

@@ -14,9 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import modelprov
-from modelprov.onnx._functionize import FunctionizePass
-from modelprov.onnx._inline import InlineProvenancePass
-from modelprov.onnx._optimize import OptimizeProvenancePass
+from modelprov.onnx.functions._functionize import FunctionizePass
+from modelprov.onnx.functions._inline import InlineProvenancePass
+from modelprov.onnx.optimize._optimize import OptimizeProvenancePass
 from tests._random_nets import random_net
 from tests.conftest import fresh_export, plain_export
 

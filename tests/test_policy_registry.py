@@ -10,6 +10,7 @@ from collections.abc import Iterator, Sequence
 import pytest
 
 from modelprov.cli import main
+from modelprov.core._policy import DEFAULT_POLICIES, dump_policies, parse_policies
 from modelprov.core._policy_registry import (
     BUILTIN_POLICIES,
     MergeContext,
@@ -17,7 +18,6 @@ from modelprov.core._policy_registry import (
     plain_policy,
     register_policy,
 )
-from modelprov.core.policy import DEFAULT_POLICIES, dump_policies, parse_policies
 from modelprov.errors import PolicyError
 from modelprov.policy import Policies
 

@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 
 import modelprov
 from modelprov.errors import CorrespondenceError
-from modelprov.onnx import _correspondence_run
-from modelprov.onnx._correspondence_check import correspondence_problems
-from modelprov.onnx._tools import TOOLS
+from modelprov.onnx.recover import _correspondence_run
+from modelprov.onnx.recover._correspondence_check import correspondence_problems
+from modelprov.onnx.recover._tools import TOOLS
 from tests._random_nets import FLOAT as _FLOAT
 from tests._random_nets import random_net as _random_net
 
@@ -145,7 +145,7 @@ def test_a_renamed_input_computing_the_same_is_accepted() -> None:
 
 
 def test_weights_beside_files_are_run_weights_elsewhere_fall_back_to_structure(tmp_path) -> None:
-    from modelprov._io import load_model_proto
+    from modelprov._model_io._files import load_model_proto
 
     original, other = _random_net(7), _random_net(8)
     paths = []

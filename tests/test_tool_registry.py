@@ -13,7 +13,7 @@ import pytest
 
 import modelprov
 from modelprov.errors import UsageError
-from modelprov.onnx._tools import TOOLS, ToolSetting, register_tool
+from modelprov.onnx.recover._tools import TOOLS, ToolSetting, register_tool
 from tests._black_box import apply_tool
 from tests.conftest import fresh_export
 

@@ -1,6 +1,6 @@
 """Per-layer annotations and calibration on the torch side (before export)."""
 
-from modelprov._public_names import pin_module
+from modelprov._base._public_names import pin_module
 from modelprov.annotation._calibrate import calibrate
 from modelprov.annotation._module_annotations import (
     annotate,

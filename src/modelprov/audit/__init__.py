@@ -1,6 +1,6 @@
 """Audit and diff: what provenance a model carries, and what a step kept."""
 
-from modelprov._public_names import pin_module
+from modelprov._base._public_names import pin_module
 from modelprov.audit._audit import (
     AuditReport,
     FunctionUse,

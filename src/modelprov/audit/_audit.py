@@ -18,13 +18,13 @@ from typing import Any
 import onnx
 import onnx_ir as ir
 
-from modelprov._proto_check import text_problems
-from modelprov._proto_walk import subgraphs
+from modelprov._model_io._convert import ModelInput, model_input
+from modelprov._model_io._proto_check import text_problems
+from modelprov._model_io._proto_walk import subgraphs
 from modelprov.core._printable import printable_json, printable_lines
 from modelprov.core._sources import MAX_VALUE_BYTES, Source, collect_sources, node_label
-from modelprov.core.keys import ATEN_DOMAIN, AUDIT_FORMAT, MODULE_DOMAIN
 from modelprov.errors import MetadataError
-from modelprov.onnx._convert import ModelInput, model_input
+from modelprov.keys import ATEN_DOMAIN, AUDIT_FORMAT, MODULE_DOMAIN
 
 __all__ = [
     "AuditReport",

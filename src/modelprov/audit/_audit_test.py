@@ -8,7 +8,7 @@ import pathlib
 import onnx
 import onnx_ir as ir
 
-from modelprov._examples import optimized_export_bytes
+from modelprov._cli._examples import optimized_export_bytes
 from modelprov.audit._audit import audit, metadata_bytes
 
 

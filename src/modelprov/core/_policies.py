@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 
-from modelprov._gc import gc_paused
-from modelprov.core import keys
+from modelprov import keys
+from modelprov._base._gc import gc_paused
 from modelprov.core._builtin_policies import (
     follow_output,
     from_output,

@@ -2,7 +2,7 @@
 
 The format (``format`` ``modelprov.policies``, version 1) is documented in
 docs/metadata-format.md. A file names built-in policies only; its ``keys`` are layered over
-:data:`~modelprov.core.policy.DEFAULT_POLICIES` unless it says ``"base": "none"``. Every
+:data:`~modelprov.core._policy.DEFAULT_POLICIES` unless it says ``"base": "none"``. Every
 problem is a :class:`~modelprov.errors.PolicyError` naming the file, the key and what to do.
 """
 
@@ -13,14 +13,14 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from modelprov._gc import gc_paused
-from modelprov._input_files import read_regular
-from modelprov._versioned import header_problem
+from modelprov._base._gc import gc_paused
+from modelprov._base._input_files import read_regular
+from modelprov._base._versioned import header_problem
 from modelprov.core import _builtin_policies  # noqa: F401  (registers the built-ins)
 from modelprov.core._policies import DEFAULT_POLICIES, Policies
 from modelprov.core._policy_registry import BUILTIN_POLICIES, Policy, Spec
-from modelprov.core.keys import POLICIES_FORMAT, RESERVED_PREFIX
 from modelprov.errors import PolicyError
+from modelprov.keys import POLICIES_FORMAT, RESERVED_PREFIX
 
 __all__ = [
     "MAX_POLICIES_BYTES",

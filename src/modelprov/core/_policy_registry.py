@@ -12,7 +12,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Literal, Protocol, TypeAlias, TypeVar, runtime_checkable
 
-from modelprov._registry import Registry
+from modelprov._base._registry import Registry
 
 __all__ = [
     "BUILTIN_POLICIES",

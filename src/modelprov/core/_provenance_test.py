@@ -8,10 +8,10 @@ import json
 import onnx
 import onnx_ir as ir
 
-from modelprov._examples import plain_export_bytes
+from modelprov._cli._examples import plain_export_bytes
+from modelprov.core._policy import Policies, join, max
 from modelprov.core._provenance import Provenance
-from modelprov.core.keys import FX_NODE_KEY, NODE_SOURCES_KEY
-from modelprov.core.policy import Policies, join, max
+from modelprov.keys import FX_NODE_KEY, NODE_SOURCES_KEY
 
 
 def _export() -> ir.Model:

@@ -20,10 +20,11 @@ import zlib
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from modelprov._torch_compat import fx_node_text_name, fx_node_text_target
-from modelprov._versioned import header_problem
+from modelprov._base._versioned import header_problem
+from modelprov._torch._compat import fx_node_text_name, fx_node_text_target
 from modelprov.core import _stack_trace
-from modelprov.core.keys import (
+from modelprov.errors import MetadataError
+from modelprov.keys import (
     CLASS_HIERARCHY_KEY,
     FX_NODE_KEY,
     KEPT_FOR_RECALL_KEY,
@@ -36,7 +37,6 @@ from modelprov.core.keys import (
     TABLE_FORMAT,
     TABLE_KEY,
 )
-from modelprov.errors import MetadataError
 
 __all__ = [
     "FX_NODE_KEY",

@@ -8,11 +8,11 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from modelprov._versioned import header_problem
+from modelprov._base._versioned import header_problem
 from modelprov.core._printable import printable_json, printable_lines
 from modelprov.core._sources import Source
-from modelprov.core.keys import NUMERICS_FORMAT
 from modelprov.errors import MetadataError
+from modelprov.keys import NUMERICS_FORMAT
 from modelprov.numerics._metrics import Discrepancy
 
 __all__ = ["NUMERICS_VERSION", "ModuleNumerics", "NumericsReport", "NumericsRow", "worst_of"]

@@ -17,14 +17,14 @@ from typing import TYPE_CHECKING
 import onnx
 import onnx_ir as ir
 
-from modelprov._duplicate_keys import merged_entries
-from modelprov._gc import gc_paused
-from modelprov._proto_walk import graph_nodes as proto_nodes
+from modelprov._base._gc import gc_paused
+from modelprov._model_io._convert import ModelInput, model_input
+from modelprov._model_io._duplicate_keys import merged_entries
+from modelprov._model_io._proto_walk import graph_nodes as proto_nodes
 from modelprov.core._sources import TABLE_KEY, Source, SourceTable, collect_sources, node_label
 from modelprov.core._walks import all_nodes
-from modelprov.core.keys import ATEN_DOMAIN, MODULE_DOMAIN
 from modelprov.errors import UsageError
-from modelprov.onnx._convert import ModelInput, model_input
+from modelprov.keys import ATEN_DOMAIN, MODULE_DOMAIN
 
 if TYPE_CHECKING:
     from torch.onnx import ONNXProgram

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from modelprov._versioned import header_problem
+from modelprov._base._versioned import header_problem
 from modelprov.errors import MetadataError
 from modelprov.keys import REPORT_FORMAT
 from modelprov.report._layout import GAP_X, GAP_Y, NODE_H, NODE_W, PAD

@@ -8,7 +8,7 @@ computing what it computed:
 
 * :mod:`._anchors_identity`: identity anchors, for in-process passes;
 * :mod:`._anchors_named`: anchors from names and structure, supplied by
-  :mod:`modelprov.onnx._recover` for black-box tools;
+  :mod:`modelprov.onnx.recover._recover` for black-box tools;
 * :mod:`._claims`: the claim phase (fusion, constant folding, rules emitting several nodes);
 * :mod:`._graph`: :class:`Snapshot` and :class:`Change`, shared by all (graph walks:
   :mod:`modelprov.core._walks`).
