@@ -67,9 +67,10 @@ import onnx_ir as ir
 import torch
 
 import modelprov
-from benchmarks._zoo_cases import CASES, EXPORT_CACHE, Case
+from benchmarks._zoo_cases import CASES, EXPORT_CACHE, Case, builders_fingerprint
 from modelprov.errors import ModelprovError
 from modelprov.onnx.recover import _tools
+from modelprov.onnx.recover._correspondence_run import tolerance
 from tests._call_checks import check_calls, inline_mismatches
 from tests._checks import run
 from tests._regions import check_regions
@@ -86,7 +87,8 @@ def _cached_export(name: str, cache: str) -> tuple[ir.Model, list[np.ndarray]]:
     """The model's plain export and its inputs, from the cache when present."""
     import transformers
 
-    tag = f"{name}-torch{torch.__version__}-tf{transformers.__version__}".replace("+", "_")
+    versions = f"torch{torch.__version__}-tf{transformers.__version__}"
+    tag = f"{name}-{versions}-zoo{builders_fingerprint()}".replace("+", "_")
     path = os.path.join(cache, f"{tag}.onnx")
     torch.manual_seed(0)
     case = MODELS[name]
@@ -370,8 +372,12 @@ def stablehlo(models: list[str]) -> dict[str, str]:
             want_flat = [
                 t.numpy() for t in (expected if isinstance(expected, tuple) else (expected,))
             ]
+            # The tolerance recover's run check uses: sqrt(eps) of the output's largest
+            # magnitude (float math reordered by XLA, amplified by deep BatchNorm stacks).
             close = len(got_flat) == len(want_flat) and all(
-                np.allclose(g, w, rtol=1e-3, atol=1e-4)
+                g.shape == w.shape
+                and float(np.max(np.abs(g.astype(np.float64) - w), initial=0.0))
+                <= tolerance(w.dtype, w)
                 for g, w in zip(got_flat, want_flat, strict=True)
             )
             results[name] = "yes" if close else "yes (outputs differ from torch)"

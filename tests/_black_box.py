@@ -456,6 +456,136 @@ def insert_layout(graph: ir.Graph, rng: random.Random, touched: set[ir.Node]) ->
     touched.update((there, back))
 
 
+BLOCKED_DOMAIN = "test.blocked"
+"""The custom domain of ``block_layout``'s nodes (model-local functions: any runtime runs
+them, on any CPU)."""
+_FUSABLE_ACTIVATIONS = ("Relu", "Sigmoid", "Tanh")
+
+
+def block_layout(graph: ir.Graph, rng: random.Random, touched: set[ir.Node]) -> None:
+    """A blocked layout, as onnxruntime's NCHWc transformer makes it: each Conv (with the
+    activation reading it alone fused in, named by an ``activation`` attribute) becomes a
+    Conv of a custom domain working on a channels-last layout, its weights copied to fresh
+    initializers; a ``ReorderInput`` converts its input unless another blocked Conv made
+    it, a ``ReorderOutput`` hands back each value plain nodes read, under its name; the
+    values between blocked Convs are fresh."""
+    blocked: dict[ir.Value, ir.Value] = {}  # plain value -> the blocked value computing it
+    for conv in list(graph):
+        if (
+            conv.op_type != "Conv"
+            or conv.domain not in ("", "ai.onnx")
+            or conv in touched
+            or len(conv.inputs) != 3
+            or conv.inputs[0] is None
+            or conv.inputs[0].shape is None
+            or any(v is None or _constant_array(v) is None for v in conv.inputs[1:])
+        ):
+            continue
+        activation = _single_use(conv.outputs[0], graph)
+        if (
+            activation is None
+            or activation.op_type not in _FUSABLE_ACTIVATIONS
+            or activation in touched
+        ):
+            activation = None
+        last = activation or conv
+        data = conv.inputs[0]
+        read = blocked.get(data)
+        if read is None:
+            reorder = ir.node("ReorderInput", [data], domain=BLOCKED_DOMAIN)
+            reorder.outputs[0].name = _fresh(graph, "reorder_")
+            graph.insert_before(conv, reorder)
+            touched.add(reorder)
+            read = reorder.outputs[0]
+        weights = [
+            _initializer(graph, _fresh(graph, "reorder_w_"), _constant_array(v))
+            for v in conv.inputs[1:]
+            if v is not None
+        ]
+        attributes = dict(conv.attributes)
+        overload = ""
+        if activation is not None:
+            attributes["activation"] = ir.AttrString("activation", activation.op_type)
+            overload = activation.op_type
+        _blocked_conv_function(graph, conv, overload)
+        fused = ir.node(
+            "Conv",
+            [read, *weights],
+            attributes={k: a.value for k, a in attributes.items()},
+            domain=BLOCKED_DOMAIN,
+            overload=overload,
+        )
+        fused.outputs[0].name = _fresh(graph, "nchwc_")
+        graph.insert_after(last, fused)
+        plain = last.outputs[0]
+        blocked[plain] = fused.outputs[0]
+        back = ir.node("ReorderOutput", [fused.outputs[0]], domain=BLOCKED_DOMAIN)
+        graph.insert_after(fused, back)
+        touched.update((fused, back))
+        name = plain.name
+        for use in list(plain.uses()):
+            use.node.replace_input_with(use.idx, back.outputs[0])
+        _take_graph_outputs(graph, plain, back.outputs[0])
+        graph.remove([last, conv] if activation is not None else [conv], safe=True)
+        back.outputs[0].name = name
+        back.outputs[0].shape, back.outputs[0].type = plain.shape, plain.type
+    # A blocked Conv reading another's output reads the blocked value: no reorder between.
+    for plain_back in [n for n in graph if n.op_type == "ReorderOutput" and n in touched]:
+        value = plain_back.outputs[0]
+        for use in list(value.uses()):
+            reader = use.node
+            if reader.domain == BLOCKED_DOMAIN and reader.op_type == "ReorderInput":
+                for inner in list(reader.outputs[0].uses()):
+                    inner.node.replace_input_with(inner.idx, plain_back.inputs[0])
+        for reader in [u.node for u in value.uses()]:
+            if reader.op_type == "ReorderInput" and not reader.outputs[0].uses():
+                graph.remove(reader, safe=True)
+        if not value.uses() and value not in graph.outputs:
+            graph.remove(plain_back, safe=True)
+    _declare_blocked_functions(graph)
+
+
+def _blocked_conv_function(graph: ir.Graph, conv: ir.Node, overload: str) -> None:
+    """The bodies of the blocked ops, kept in ``graph.meta`` until ``apply_tool`` adds them
+    to the model: a Conv on a channels-last layout (with its activation), and the two
+    reorders."""
+    functions = graph.meta.setdefault("functions", {})
+    conv_key = ("Conv", overload, tuple(sorted((k, str(a)) for k, a in conv.attributes.items())))
+    if ("Conv", overload) in functions and functions[("Conv", overload)][0] != conv_key:
+        raise ValueError(
+            "block_layout: one attribute set per activation"
+        )  # generated Convs share one
+    x, w, b = (ir.Value(name=n) for n in ("x", "w", "b"))
+    to_plain = ir.node("Transpose", [x], attributes={"perm": [0, 3, 1, 2]})
+    body = ir.node(
+        "Conv",
+        [to_plain.outputs[0], w, b],
+        attributes={k: a.value for k, a in conv.attributes.items()},
+    )
+    nodes = [to_plain, body]
+    if overload:
+        nodes.append(ir.node(overload, [body.outputs[0]]))
+    nodes.append(ir.node("Transpose", [nodes[-1].outputs[0]], attributes={"perm": [0, 2, 3, 1]}))
+    functions[("Conv", overload)] = (conv_key, _function("Conv", overload, [x, w, b], nodes))
+    for name, perm in (("ReorderInput", [0, 2, 3, 1]), ("ReorderOutput", [0, 3, 1, 2])):
+        if (name, "") not in functions:
+            v = ir.Value(name="x")
+            node = ir.node("Transpose", [v], attributes={"perm": perm})
+            functions[(name, "")] = (None, _function(name, "", [v], [node]))
+
+
+def _function(
+    name: str, overload: str, inputs: list[ir.Value], nodes: list[ir.Node]
+) -> ir.Function:
+    body = ir.Graph(inputs, [nodes[-1].outputs[0]], nodes=nodes, opset_imports={"": 20})
+    return ir.Function(BLOCKED_DOMAIN, name, overload, graph=body, attributes=[])
+
+
+def _declare_blocked_functions(graph: ir.Graph) -> None:
+    if graph.meta.get("functions"):
+        graph.opset_imports.setdefault(BLOCKED_DOMAIN, 1)
+
+
 def _perm(rank: int) -> list[int]:
     return [0, *range(2, rank), 1] if rank > 2 else list(reversed(range(rank)))
 
@@ -481,6 +611,7 @@ REWRITES: dict[str, Rewrite] = {
     "merge_equal_constants": merge_equal_constants,
     "eliminate_no_ops": eliminate_no_ops,
     "insert_layout": insert_layout,
+    "block_layout": block_layout,
 }
 
 
@@ -509,6 +640,8 @@ def apply_tool(
     touched: set[ir.Node] = set()
     for name in rewrites:
         REWRITES[name](graph, rng, touched)
+    for _, function in graph.meta.get("functions", {}).values():
+        model.functions[function.identifier()] = function
     for node in graph:
         node.metadata_props.clear()
         for value in node.outputs:

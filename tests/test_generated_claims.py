@@ -207,6 +207,16 @@ def _tool(*rewrites: str, seed: int = 0, keep: bool = True) -> Step:
             [_tool("merge_equal_constants", "rename_values", seed=0, keep=False)],
             id="a-renamed-merged-literal-is-the-first-of-its-equals",
         ),
+        pytest.param(
+            ("image", ("conv", "conv", "conv", "conv", "residual"), 0),
+            [_tool("block_layout", seed=0)],
+            id="each-blocked-conv-claims-its-own-block",
+        ),
+        pytest.param(
+            ("image", ("conv", "conv", "conv", "residual", "conv", "conv", "conv"), 1),
+            [_tool("block_layout", seed=1)],
+            id="a-reorder-carries-only-the-block-it-converts",
+        ),
     ],
 )
 def test_generated_regression(recipe, steps) -> None:

@@ -59,6 +59,8 @@ class _ClaimPhase:
         self.produced: dict[ir.Node, set[ir.Node]] = {}
         self.fallback: dict[ir.Node, set[ir.Node]] = {}
         self.glue = _layout_glue(matching.new_nodes)
+        self.new_set = set(matching.new_nodes)
+        self.conversions: dict[ir.Node, ir.Node] = {}  # reorder -> the node it converts for
         self._equivalents: dict[ir.Value, frozenset[ir.Value]] = {}
         self._stops: dict[ir.Node, _Stops] = {}
         self._input_sets: dict[ir.Node, set[ir.Value]] = {}
@@ -68,6 +70,7 @@ class _ClaimPhase:
         self._read_through_new_nodes()
         producerless = self._claim_replaced_values()
         self._claim_folded_values(producerless)
+        self._conversions_carry_what_they_convert()
         unanchored = _share_within_clusters(
             self.matching.new_nodes,
             self.glue,
@@ -207,6 +210,15 @@ class _ClaimPhase:
                 # The end of a layout conversion and its inverse hands back a value the graph
                 # has behind it: the node computing that one computes this.
                 continue
+            if is_layout_reorder(producer):
+                # A reorder computes nothing: the new node whose output it converts computes
+                # the value, and the reorder carries what that node computes (none such:
+                # the value was there already).
+                computing = _behind_conversions(producer, self.glue)
+                if computing is None or computing not in self.new_set:
+                    continue
+                self.conversions[producer] = computing
+                producer = computing
             self.produced.setdefault(producer, set()).update(
                 before.producer[old] for old in olds if before.producer.get(old) in claimable
             )
@@ -242,6 +254,22 @@ class _ClaimPhase:
                 if old_consumer is None and not self.absorbed.get(consumer):
                     entries = list(olds)
                 self._absorb(consumer, entries, self._stops_of(consumer).without(entries))
+
+    def _conversions_carry_what_they_convert(self) -> None:
+        """A reorder handing back a value carries the claims of the node whose output it
+        converts (what that value computes, no more); one that moves no element (a blocked
+        layout of a 1 x 1 image with whole blocks of channels) is a no-op in contents and
+        carries what its readers compute."""
+        for glue, computing in self.conversions.items():
+            claim: set[ir.Node] = set()
+            if _moves_nothing(glue, computing):
+                for reader in self.consumers_now.get(glue.outputs[0], ()):
+                    old = self.old_of.get(reader)
+                    claim.update([old] if old is not None else self.absorbed.get(reader, ()))
+            if not claim:
+                claim = self.absorbed.get(computing, set())
+            if claim:
+                self.absorbed.setdefault(glue, set()).update(claim)
 
     def _change(self, unanchored: list[ir.Node]) -> Change:
         """The record of the change; removed nodes nobody claims were dead."""
@@ -407,8 +435,9 @@ def _share_within_clusters(
         shared = fed_claims(node) or cluster_claims.get(find(node))
         if own and shared:
             shared = shared - own
-        if not shared or node in glue:
-            # A layout conversion a tool inserted and undid computes nothing of the claim.
+        if not shared or (node in glue and not is_layout_reorder(node)):
+            # A layout conversion a tool inserted and undid computes nothing of the claim;
+            # a reorder into a blocked layout carries what its readers compute there.
             if not own:
                 unanchored.append(node)
             continue
@@ -422,10 +451,11 @@ def _share_within_clusters(
 
 
 def _layout_glue(new_nodes: list[ir.Node]) -> set[ir.Node]:
-    """New Transposes that form a cancelling pair with another new Transpose (a layout
-    conversion and its inverse, as layout-converting tools insert them)."""
+    """New layout conversions: Transposes that form a cancelling pair with another new
+    Transpose (a conversion and its inverse, as layout-converting tools insert them), and
+    the reorders to and from a blocked layout (onnxruntime's NCHWc)."""
     new_set = set(new_nodes)
-    glue: set[ir.Node] = set()
+    glue: set[ir.Node] = {node for node in new_nodes if is_layout_reorder(node)}
     for node in new_nodes:
         if not _is_transpose(node):
             continue
@@ -440,6 +470,53 @@ def _layout_glue(new_nodes: list[ir.Node]) -> set[ir.Node]:
         ):
             glue.update((node, inner))
     return glue
+
+
+LAYOUT_REORDERS = frozenset({"ReorderInput", "ReorderOutput"})
+"""Conversions to and from a blocked layout (onnxruntime's NCHWc, domain
+``com.microsoft.nchwc``; any custom domain): they move elements, they compute nothing."""
+
+
+def is_layout_reorder(node: ir.Node) -> bool:
+    """True for a reorder to or from a blocked layout (:data:`LAYOUT_REORDERS`)."""
+    return (
+        node.op_type in LAYOUT_REORDERS
+        and node.domain not in ("", "ai.onnx")
+        and bool(node.inputs)
+        and node.inputs[0] is not None
+    )
+
+
+def _moves_nothing(reorder: ir.Node, computing: ir.Node) -> bool:
+    """True when ``reorder`` hands back a value of static shape whose spatial dimensions
+    are all 1, computed by a Conv with as many output channels as the value has: its
+    blocked layout holds the elements in the plain order."""
+    shape = reorder.outputs[0].shape
+    if shape is None or not shape.is_static() or len(shape) < 3:
+        return False
+    dims = shape.numpy()
+    if (
+        any(dim != 1 for dim in dims[2:])
+        or computing.op_type != "Conv"
+        or len(computing.inputs) < 2
+    ):
+        return False
+    weight = computing.inputs[1]
+    if weight is None or weight.shape is None or not weight.shape.is_static():
+        return False
+    return bool(weight.shape.numpy()[0] == dims[1])
+
+
+def _behind_conversions(node: ir.Node, glue: set[ir.Node]) -> ir.Node | None:
+    """The producer of what the reorder ``node`` converts, through further reorders
+    (None: a graph input or initializer)."""
+    current: ir.Node | None = node
+    for _ in range(16):
+        if current is None or current not in glue or not is_layout_reorder(current):
+            return current
+        value = current.inputs[0] if current.inputs else None
+        current = value.producer() if value is not None else None
+    return None
 
 
 def _behind_glue(

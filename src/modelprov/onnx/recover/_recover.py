@@ -46,6 +46,7 @@ from modelprov.errors import CorrespondenceError, keyword
 from modelprov.keys import CONFIDENCE_KEY, RECOVER_REPORT_FORMAT
 from modelprov.onnx._lookup import proto_nodes
 from modelprov.onnx._pass_options import RecoverOptions
+from modelprov.onnx.recover._anchors_blocked import anchor_blocked_convs
 from modelprov.onnx.recover._anchors_structure import (
     anchor_by_structure,
     duplicate_values,
@@ -258,6 +259,7 @@ def _anchors(
         value_anchors,
         taken,
     )
+    anchor_blocked_convs(new_nodes, value_anchors)
     _anchor_rewritten(rewritten, node_anchors, value_anchors, taken, duplicates)
     return node_anchors, value_anchors, merged_duplicates(node_anchors, duplicates, taken)
 
