@@ -27,7 +27,7 @@ from onnxruntime import quantization
 from onnxruntime.quantization import qdq_loss_debug
 
 import modelprov
-from modelprov import _examples
+from modelprov._cli import _examples
 
 
 class _Reader(quantization.CalibrationDataReader):  # type: ignore[misc]

@@ -25,9 +25,9 @@ import onnx_ir as ir
 import onnxscript.optimizer
 import torch
 
-from modelprov import _examples
-from modelprov.onnx._aten_record import record_aten_calls
-from modelprov.onnx._functionize import FunctionizePass
+from modelprov._cli import _examples
+from modelprov.onnx.export._aten_record import record_aten_calls
+from modelprov.onnx.functions._functionize import FunctionizePass
 
 
 def _time(function: Callable[[], object]) -> float:

@@ -50,33 +50,15 @@ import onnxscript.optimizer
 import torch
 
 import modelprov
+from benchmarks._timing import cpu_seconds as _cpu_seconds
+from benchmarks._timing import optimize_ir_copy as _optimize_ir_copy
 from benchmarks._zoo_cases import EXPORT_CACHE
-from modelprov import _examples
+from modelprov._cli import _examples
 
 TARGET = 1.05
 """modelprov.optimize's time over onnxscript's, at most (GPT-2 and each zoo model)."""
 PEAK_TARGET = 1.10
 """modelprov.optimize(ModelProto)'s peak memory over onnxscript's optimize(ModelProto)."""
-
-
-def _optimize_ir_copy(model: ir.Model) -> ir.Model:
-    """onnxscript's optimizer on a copy (modelprov.optimize leaves its input alone too)."""
-    copy = model.clone()
-    onnxscript.optimizer.optimize_ir(copy)
-    return copy
-
-
-def _cpu_seconds(run: Callable[[ir.Model], object], model: ir.Model) -> float:
-    """CPU time of one run, started from a collected heap.
-
-    Without the collection, whichever run happens to cross the collector's threshold pays
-    for a full collection of the whole process heap (every model of the run): ~0.15 s on
-    GPT-2, more than the difference being measured, landing on one side or the other.
-    """
-    gc.collect()
-    started = time.process_time()
-    run(model)
-    return time.process_time() - started
 
 
 def zoo(names: list[str], repeat: int, cache: str) -> float:

@@ -21,7 +21,7 @@ import onnx_ir as ir
 import torch
 
 import modelprov
-from modelprov import _examples
+from modelprov._cli import _examples
 from modelprov.core._policy_file import MAX_POLICIES_BYTES
 from modelprov.policy import load_policies
 

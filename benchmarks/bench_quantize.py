@@ -26,8 +26,8 @@ import torch
 from onnxruntime import quantization
 
 import modelprov
-from modelprov import _examples
-from modelprov.onnx._qdq_provenance import attribute_quantized
+from modelprov._cli import _examples
+from modelprov.onnx.quantize._qdq_provenance import attribute_quantized
 
 
 class _Reader(quantization.CalibrationDataReader):  # type: ignore[misc]

@@ -24,20 +24,20 @@ import onnxscript.optimizer
 import torch
 
 import modelprov
-from modelprov import _examples
-from modelprov._io import save_model
+from modelprov._cli import _examples
+from modelprov._model_io._files import save_model
 
 # Peak RSS from VmHWM: ru_maxrss would carry over the forking parent's peak across exec.
 _HWM = "int(next(l for l in open('/proc/self/status') if l.startswith('VmHWM')).split()[1])"
 _CHILD = f"""
 import sys, time
-import modelprov.onnx._recover as r
+import modelprov.onnx.recover._recover as r
 started = time.perf_counter()
 r.recover(sys.argv[1], sys.argv[2])
 print(time.perf_counter() - started, {_HWM})
 """
 _BASELINE = f"""
-import modelprov.onnx._recover as r
+import modelprov.onnx.recover._recover as r
 print(0.0, {_HWM})
 """
 

@@ -24,7 +24,7 @@ import onnx_ir as ir
 import torch
 
 import modelprov
-from modelprov import _examples
+from modelprov._cli import _examples
 from modelprov.report import overlay, report
 
 

@@ -17,9 +17,9 @@ from collections.abc import Callable
 
 import torch
 
-from modelprov.core.policy import DEFAULT_POLICIES
+from modelprov.core._policy import DEFAULT_POLICIES
 from modelprov.stablehlo._export import program_from_exported_program
-from modelprov.stablehlo._lower import plain_torchax_export
+from modelprov.stablehlo.lower._lower import plain_torchax_export
 
 
 def _model() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:

@@ -69,8 +69,8 @@ import torch
 import modelprov
 from benchmarks._zoo_cases import CASES, EXPORT_CACHE, Case, builders_fingerprint
 from modelprov.errors import ModelprovError
-from modelprov.onnx import _tools
-from modelprov.onnx._correspondence_run import tolerance
+from modelprov.onnx.recover import _tools
+from modelprov.onnx.recover._correspondence_run import tolerance
 from tests._call_checks import check_calls, inline_mismatches
 from tests._checks import run
 from tests._regions import check_regions
@@ -79,12 +79,7 @@ MODELS: dict[str, Case] = CASES
 """The zoo (benchmarks/_zoo_cases.py): name -> case."""
 
 TOOLS: dict[str, tuple[str, dict[str, Any]]] = {
-    "onnxsim": ("onnxsim", {}),
-    "onnxslim": ("onnxslim", {}),
-    "onnxoptimizer": ("onnxoptimizer", {}),
-    "ort-basic": ("onnxruntime", {"level": "basic"}),
-    "ort-extended": ("onnxruntime", {"level": "extended"}),
-    "ort-all": ("onnxruntime", {"level": "all"}),
+    s.label: (s.tool, dict(s.options)) for s in _tools.TOOLS.settings()
 }
 
 
@@ -221,7 +216,7 @@ def _tool_row(
     """The tool on the optimized model, then recover of its output."""
     runner, options = TOOLS[tool]
     original = ir.to_proto(optimized)
-    output: onnx.ModelProto = _tools._RUNNERS[runner](original, **options)
+    output: onnx.ModelProto = _tools.TOOLS[runner].run(original, **options)
     started = time.perf_counter()
     recovered = modelprov.recover(original, output)
     seconds = time.perf_counter() - started
@@ -231,7 +226,8 @@ def _tool_row(
 def _ratio(base: ir.Model, repeat: int) -> float:
     """Median over ``repeat`` back-to-back pairs of modelprov.optimize's CPU time over
     onnxscript's optimize_ir (the pairs alternate which goes first; bench_optimize's timing)."""
-    from benchmarks.bench_optimize import _cpu_seconds, _optimize_ir_copy
+    from benchmarks._timing import cpu_seconds as _cpu_seconds
+    from benchmarks._timing import optimize_ir_copy as _optimize_ir_copy
 
     runners: list[Callable[[ir.Model], object]] = [_optimize_ir_copy, modelprov.optimize]
     ratios = []
@@ -254,7 +250,7 @@ def _sweep_model(
     name: str, tools: list[str], cache: str, repeat: int, rows: list[dict[str, Any]]
 ) -> dict[str, Any]:
     """Every ONNX step on one model; its rows go to ``rows``, its summary figures back."""
-    from benchmarks.bench_optimize import _optimize_ir_copy
+    from benchmarks._timing import optimize_ir_copy as _optimize_ir_copy
 
     figures: dict[str, Any] = {"family": MODELS[name].family}
     exported = _contained(rows, name, "export", lambda: _cached_export(name, cache))

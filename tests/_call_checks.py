@@ -26,7 +26,7 @@ import numpy as np
 import onnx_ir as ir
 
 import modelprov
-from modelprov.core.keys import (
+from modelprov.keys import (
     ATEN_DOMAIN,
     ATEN_TARGET_KEY,
     CONSTANT_OF_KEY,

@@ -7,14 +7,14 @@ from typing import Any
 
 def mlp() -> tuple[Any, ...]:
     """Seed 003's MLP and its example input."""
-    from modelprov import _examples
+    from modelprov._cli import _examples
 
     return _examples.mlp()
 
 
 def double_transpose() -> tuple[Any, ...]:
     """The double-transpose module of seed 000."""
-    from modelprov import _examples
+    from modelprov._cli import _examples
 
     return _examples.double_transpose()
 

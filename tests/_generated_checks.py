@@ -22,7 +22,7 @@ import numpy as np
 import onnx_ir as ir
 
 import modelprov
-from modelprov.core.keys import KEPT_FOR_RECALL_KEY
+from modelprov.keys import KEPT_FOR_RECALL_KEY
 from modelprov.onnx._lookup import node_sources
 from tests._black_box import apply_tool
 from tests._checks import run

@@ -25,7 +25,7 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
-from modelprov.core.keys import KEPT_FOR_RECALL_KEY
+from modelprov.keys import KEPT_FOR_RECALL_KEY
 from modelprov.onnx._lookup import node_sources
 from tests._checks import run
 

@@ -11,7 +11,7 @@ import onnx_ir as ir
 import pytest
 import torch
 
-from modelprov import _examples
+from modelprov._cli import _examples
 
 logging.getLogger("torch").setLevel(logging.ERROR)
 

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 import modelprov
-from modelprov import _examples
+from modelprov._cli import _examples
 from modelprov.errors import AnnotationError
 
 

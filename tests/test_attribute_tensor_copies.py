@@ -13,7 +13,7 @@ import onnx_ir as ir
 import pytest
 import torch
 
-from modelprov.onnx._convert import to_ir_copy
+from modelprov._model_io._convert import to_ir_copy
 
 
 def _parameter_tensors() -> list[ir.TensorProtocol]:

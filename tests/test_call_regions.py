@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 import modelprov
-from modelprov.core.keys import NODE_SOURCES_KEY
+from modelprov.keys import NODE_SOURCES_KEY
 from tests._call_checks import check_calls, inline_mismatches, node_sources
 from tests.conftest import example_inputs, fresh_export
 

@@ -28,7 +28,7 @@ PATH_SENSITIVE = (
     "tests/stablehlo/test_stablehlo_user_frames.py",
     "tests/test_user_frames.py",
     "tests/test_trace_hygiene.py::test_paths_relative_to_root_in_nodes_and_table",
-    "src/modelprov/stablehlo/_frames_test.py",
+    "src/modelprov/stablehlo/lower/_frames_test.py",
 )
 
 

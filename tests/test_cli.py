@@ -14,7 +14,7 @@ import onnxscript.optimizer
 import pytest
 
 import modelprov
-from modelprov import _examples
+from modelprov._cli import _examples
 from modelprov.audit import audit
 from modelprov.cli import build_parser, main
 from modelprov.core._stack_trace import display_location

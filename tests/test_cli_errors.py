@@ -15,9 +15,9 @@ import onnx_ir as ir
 import pytest
 
 import modelprov
-from modelprov import _examples
-from modelprov._cli_commands import COMMANDS
-from modelprov._cli_spec import command_line_keywords
+from modelprov._cli import _examples
+from modelprov._cli._commands import COMMANDS
+from modelprov._cli._spec import command_line_keywords
 from modelprov.cli import main
 from modelprov.errors import AnnotationError, QuantizationError
 from tests._cli import cli_many

@@ -146,7 +146,7 @@ def test_onnx_flags_need_an_onnx_output(capsys: pytest.CaptureFixture[str], tmp_
 
 
 def test_dynamic_batch_marks_tensor_arguments_by_name_when_there_are_keywords() -> None:
-    from modelprov._cli_torch_onnx import batch_dynamic_shapes
+    from modelprov._cli._torch_onnx import batch_dynamic_shapes
     from tests._factories import tiny_gpt2
 
     model, args, kwargs = tiny_gpt2()

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from modelprov._cli_commands import COMMANDS
+from modelprov._cli._commands import COMMANDS
 
 _HEAVY = ("onnx", "onnx_ir", "onnxscript", "torch", "numpy", "ml_dtypes", "jax")
 

@@ -22,8 +22,9 @@ import pytest
 import torch
 
 import modelprov
-from modelprov import _examples
+from modelprov._cli import _examples
 from modelprov.numerics import NumericsReport, compare
+from modelprov.onnx.recover._tools import TOOLS
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 
@@ -130,14 +131,7 @@ def test_the_torch_module_is_a_reference_too() -> None:
 
 @pytest.mark.parametrize(
     "tool, options",
-    [
-        ("onnxsim", {}),
-        ("onnxslim", {}),
-        ("onnxoptimizer", {}),
-        ("onnxruntime", {"level": "basic"}),
-        ("onnxruntime", {"level": "extended"}),
-        ("onnxruntime", {"level": "all"}),
-    ],
+    [(s.tool, dict(s.options)) for s in TOOLS.settings()],
 )
 @pytest.mark.parametrize("name", ["cnn", "gpt2"])
 def test_no_false_alarm_after_black_box_tools(

@@ -13,8 +13,8 @@ import torch
 from torch import nn
 
 import modelprov
-from modelprov.onnx import _tools
 from modelprov.onnx._lookup import node_sources
+from modelprov.onnx.recover import _tools
 from tests._checks import region_violations, run
 from tests.conftest import example_inputs, plain_export
 from tests.test_layout_follows_output import _LAYER_SCOPE, _computed_in, _layer_of_module
@@ -68,7 +68,7 @@ def test_each_fused_conv_names_only_its_own_conv_and_batch_norm():
 def test_a_node_the_tool_left_unchanged_keeps_exactly_its_sources(tool):
     base, x = _stem()
     original = ir.to_proto(base)
-    output = _tools._RUNNERS[tool](original)
+    output = _tools.TOOLS[tool].run(original)
     result = ir.from_proto(modelprov.recover(original, output))
     before = {node.name: (node, found) for node, found in node_sources(base)}
     unchanged = 0

@@ -15,8 +15,8 @@ import onnx
 import onnx_ir as ir
 import pytest
 
-from modelprov import _io
-from modelprov._io import external_data_of, load_model, load_model_proto, save_model
+from modelprov._model_io import _files as _io
+from modelprov._model_io._files import external_data_of, load_model, load_model_proto, save_model
 from modelprov.cli import main
 from modelprov.errors import InvalidModelError
 from tests._cli import cli

@@ -14,10 +14,10 @@ import pytest
 import torch
 
 import modelprov
-from modelprov.core.keys import NODE_SOURCES_KEY
-from modelprov.onnx._call_provenance import read_table
-from modelprov.onnx._find_calls import FoundCall
-from modelprov.onnx._inline import inline
+from modelprov.keys import NODE_SOURCES_KEY
+from modelprov.onnx.functions._call_provenance import read_table
+from modelprov.onnx.functions._find_calls import FoundCall
+from modelprov.onnx.functions._inline import inline
 
 logging.getLogger("torch").setLevel(logging.ERROR)
 

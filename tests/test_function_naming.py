@@ -8,7 +8,7 @@ import onnxruntime as ort
 import torch
 
 import modelprov
-from modelprov.core.keys import FUNCTION_NAME_KEY, VARIANT_KEY
+from modelprov.keys import FUNCTION_NAME_KEY, VARIANT_KEY
 
 
 class Residual(torch.nn.Module):  # type: ignore[misc]

@@ -17,13 +17,13 @@ import pytest
 import torch
 
 import modelprov
-from modelprov import _examples
+from modelprov._cli import _examples
 from modelprov.errors import InvalidModelError, MetadataError, UsageError
-from modelprov.onnx._aten_record import record_aten_calls
-from modelprov.onnx._find_calls import find_calls
-from modelprov.onnx._functionize import FunctionizePass, functionize
-from modelprov.onnx._inline import inline
-from modelprov.onnx._wrap import ATEN_DOMAIN, MODULE_DOMAIN
+from modelprov.onnx.export._aten_record import record_aten_calls
+from modelprov.onnx.functions._find_calls import find_calls
+from modelprov.onnx.functions._functionize import FunctionizePass, functionize
+from modelprov.onnx.functions._inline import inline
+from modelprov.onnx.functions._wrap import ATEN_DOMAIN, MODULE_DOMAIN
 
 LEVELS = [
     ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
@@ -172,7 +172,7 @@ def test_equal_bodies_share_a_function_and_different_bodies_differ() -> None:
 
 
 def modelprov_hash(function: ir.Function) -> str:
-    from modelprov.onnx._structural_hash import structural_hash
+    from modelprov.onnx.functions._structural_hash import structural_hash
 
     return structural_hash(function)
 

@@ -19,7 +19,7 @@ from torch import nn
 
 import modelprov
 from modelprov.errors import MetadataError
-from modelprov.onnx._node_order import NODE_ORDER_KEY
+from modelprov.onnx.functions._node_order import NODE_ORDER_KEY
 
 
 class _Scale(nn.Module):  # type: ignore[misc]

@@ -13,7 +13,7 @@ import textwrap
 import onnx_ir as ir
 import pytest
 
-from modelprov.core import keys
+from modelprov import keys
 from modelprov.core._sources import node_label
 from tests.conftest import fresh_export
 
@@ -26,7 +26,7 @@ _ALSO_THE_PACKAGE_PREFIX = "modelprov."
 
 
 def _key_values() -> dict[str, str]:
-    """Every string (and string-tuple element) constant of modelprov.core.keys, by value."""
+    """Every string (and string-tuple element) constant of modelprov.keys, by value."""
     values: dict[str, str] = {}
     for name in keys.__all__:
         constant = getattr(keys, name)

@@ -20,10 +20,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from modelprov.core import _stack_trace, policy
+from modelprov.core import _builtin_policies, _stack_trace
+from modelprov.core import _policy as policy
+from modelprov.core._policy import MergeContext
 from modelprov.core._sources import Source, SourceTable
-from modelprov.core.policy import MergeContext
-from modelprov.errors import MetadataError
+from modelprov.errors import MetadataError, PolicyError
 
 THOROUGH_EXAMPLES = 10_000
 _COMMON = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow], "derandomize": True}
@@ -74,7 +75,7 @@ def _flatten_traces(values: list[str]) -> list[str]:
 
 
 def _atoms(values: list[str]) -> set[str]:
-    return {atom for value in values for atom in policy._union_elements(value)}
+    return {atom for value in values for atom in _builtin_policies._union_elements(value)}
 
 
 @given(_VALUES)
@@ -179,7 +180,7 @@ def test_min_max_pick_a_value_as_written(numbers: list[float]) -> None:
 def test_min_max_accept_only_plain_decimal_numbers(text: str) -> None:
     try:
         result = policy.max([text], CTX)
-    except policy.PolicyError:
+    except PolicyError:
         return
     assert result == text and "_" not in text and text.strip() == text
     assert float(text) == float(text)  # a number, and not NaN

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import modelprov
-from modelprov import _examples
+from modelprov._cli import _examples
 from modelprov.onnx._lookup import node_sources
 from modelprov.report._data import report_data
 

@@ -20,7 +20,7 @@ import pytest
 import torch
 
 import modelprov
-from modelprov import _examples
+from modelprov._cli import _examples
 from modelprov.errors import UsageError
 
 _README = pathlib.Path(__file__).resolve().parents[1] / "README.md"

@@ -11,8 +11,8 @@ import pytest
 from onnx import TensorProto, helper
 
 import modelprov
-from modelprov import _examples
-from modelprov.core._correspond import all_nodes
+from modelprov._cli import _examples
+from modelprov.core._walks import all_nodes
 from modelprov.errors import MetadataError
 from modelprov.report import STATE_COLORS, overlay, write_overlay
 from tests.conftest import example_inputs, plain_export

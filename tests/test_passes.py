@@ -14,9 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import modelprov
-from modelprov.onnx._functionize import FunctionizePass
-from modelprov.onnx._inline import InlinePass
-from modelprov.onnx._optimize import OptimizeProvenancePass
+from modelprov.onnx.functions._functionize import FunctionizePass
+from modelprov.onnx.functions._inline import InlineProvenancePass
+from modelprov.onnx.optimize._optimize import OptimizeProvenancePass
 from tests._random_nets import random_net
 from tests.conftest import fresh_export, plain_export
 
@@ -88,9 +88,9 @@ def test_one_functionize_pass_on_two_models_gives_independent_results() -> None:
 
 def test_inline_pass_reports_a_model_without_calls_unchanged() -> None:
     model = fresh_export("mlp")
-    assert not InlinePass()(model).modified
+    assert not InlineProvenancePass()(model).modified
     functionized = modelprov.functionize(model)
-    assert InlinePass()(functionized).modified
+    assert InlineProvenancePass()(functionized).modified
 
 
 def test_options_are_frozen_fields() -> None:
@@ -133,7 +133,7 @@ _PASSES = {
     "optimize-per-pass": lambda: OptimizeProvenancePass(per_pass=True),
     "functionize-aten": FunctionizePass,
     "functionize-module": lambda: FunctionizePass(level="module"),
-    "inline": InlinePass,
+    "inline": InlineProvenancePass,
 }
 
 
@@ -183,7 +183,12 @@ def test_generated_models_at_the_fixpoint_report_no_change(seed: int, per_pass: 
         assert not again.modified and _written(candidate) == before
         assert all(step.new_nodes == step.removed_nodes == 0 for step in again.steps)
     counter = _CountCalls()
-    passes = [OptimizeProvenancePass(per_pass=per_pass), FunctionizePass(), InlinePass(), counter]
+    passes = [
+        OptimizeProvenancePass(per_pass=per_pass),
+        FunctionizePass(),
+        InlineProvenancePass(),
+        counter,
+    ]
     manager = ir.passes.PassManager(passes, steps=4, early_stop=True)
     assert not manager(_reloaded(model)).modified
     assert counter.runs == 1

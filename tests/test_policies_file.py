@@ -14,8 +14,8 @@ import onnxscript.optimizer
 import pytest
 
 import modelprov
-from modelprov.core import policy
-from modelprov.core.keys import (
+from modelprov.core import _policy as policy
+from modelprov.keys import (
     FX_NODE_KEY,
     MODULE_DOMAIN,
     NAMESPACE_KEY,
@@ -123,7 +123,7 @@ def test_transformer_encoder_fused_nodes_follow_the_file(tmp_path: pathlib.Path)
 
 
 def test_export_takes_policies_from_a_file(tmp_path: pathlib.Path) -> None:
-    from modelprov import _examples
+    from modelprov._cli import _examples
 
     rules = load_policies(_write(tmp_path, "first.json", FIRST_FX_NODE))
     model, args = _examples.double_transpose()
@@ -225,7 +225,7 @@ def test_cli_export_and_quantize_follow_the_file(ran: dict[str, str], output: st
 def test_every_command_that_merges_takes_the_one_policies_flag() -> None:
     import inspect
 
-    from modelprov._cli_commands import _POLICIES, COMMANDS
+    from modelprov._cli._commands import _POLICIES, COMMANDS
 
     # What each command runs (a pass's options are its constructor's keywords).
     api = {
@@ -234,7 +234,7 @@ def test_every_command_that_merges_takes_the_one_policies_flag() -> None:
         "optimize": modelprov.OptimizeProvenancePass,
         "recover": modelprov.recover,
         "functionize": modelprov.FunctionizePass,
-        "inline": modelprov.InlinePass,
+        "inline": modelprov.InlineProvenancePass,
     }
     merging = set()
     for command in COMMANDS:
@@ -252,7 +252,7 @@ def test_export_stablehlo_scopes_keys_as_the_file_says(tmp_path: pathlib.Path) -
     """custom.max is value-scoped by default (only ops making a module's output carry it);
     a file giving it ``max`` makes it module-scoped (every op of the module carries it)."""
     pytest.importorskip("jax")
-    from modelprov import _examples
+    from modelprov._cli import _examples
 
     module_scoped = {"format": POLICIES_FORMAT, "version": 1, "keys": {"custom.max": "max"}}
     rules = load_policies(_write(tmp_path, "module.json", module_scoped))

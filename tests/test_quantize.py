@@ -24,11 +24,11 @@ import torch
 from onnxruntime.quantization.quant_utils import compute_scale_zp, get_qmin_qmax_for_qType
 
 import modelprov
-from modelprov import _examples
+from modelprov._cli import _examples
 from modelprov.errors import QuantizationError
-from modelprov.onnx._int8_cpu import this_cpu
-from modelprov.onnx._quantize import choose_reduce_range
-from modelprov.onnx._recover import CONFIDENCE_KEY
+from modelprov.onnx.quantize._int8_cpu import this_cpu
+from modelprov.onnx.quantize._quantize import choose_reduce_range
+from modelprov.onnx.recover._recover import CONFIDENCE_KEY
 
 logging.getLogger("root").setLevel(logging.ERROR)
 
@@ -485,7 +485,7 @@ def test_default_reduce_range_is_this_cpus(caplog: pytest.LogCaptureFixture) -> 
     float_model, batches = calibrated_export("mlp")
     ranges = {"input": input_range(batches)}
     needed = this_cpu().reduce_range
-    with caplog.at_level(logging.INFO, logger="modelprov.onnx._quantize"):
+    with caplog.at_level(logging.INFO, logger="modelprov.onnx.quantize._quantize"):
         default = modelprov.quantize(float_model, ranges=ranges)
     assert f"quantize: reduce_range={needed} ({this_cpu().describe()}: " in caplog.text
     assert f"reduce_range={not needed} overrides" in caplog.text

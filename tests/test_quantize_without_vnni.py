@@ -26,9 +26,9 @@ import pytest
 import torch
 
 import modelprov
-from modelprov import _examples
-from modelprov.onnx import _quantize
-from modelprov.onnx._int8_cpu import int8_cpu
+from modelprov._cli import _examples
+from modelprov.onnx.quantize import _quantize
+from modelprov.onnx.quantize._int8_cpu import int8_cpu
 
 pytestmark = [
     pytest.mark.slow,

@@ -12,17 +12,12 @@ import pytest
 import modelprov
 from modelprov.audit._diff import dynamic_nodes
 from modelprov.errors import CorrespondenceError, InvalidModelError
+from modelprov.onnx.recover import _tools
 from tests._checks import region_violations, run
 from tests.conftest import example_inputs, fresh_export, plain_export
 
 MODELS = ["double_transpose", "cnn", "transformer_encoder", "gpt2"]
-TOOLS = [
-    ("onnxsim", {}),
-    ("onnxslim", {}),
-    ("onnxoptimizer", {}),
-    ("onnxruntime", {"level": "basic"}),
-    ("onnxruntime", {"level": "extended"}),
-]
+TOOLS = [(s.tool, dict(s.options)) for s in _tools.TOOLS.settings(portable_only=True)]
 
 
 def _inputs(name: str) -> list[np.ndarray]:
@@ -47,10 +42,8 @@ def _strip(proto: onnx.ModelProto) -> onnx.ModelProto:
 
 @functools.cache
 def _tool_output(name: str, tool: str, level: str | None) -> onnx.ModelProto:
-    from modelprov.onnx import _tools
-
     original = _with_provenance(name)
-    runner = _tools._RUNNERS[tool]
+    runner = _tools.TOOLS[tool].run
     return runner(original, **({"level": level} if level else {}))
 
 
@@ -184,7 +177,7 @@ def test_value_scoped_ranges_follow_the_tensor_through_ort_fusion():
 
     import torch
 
-    from modelprov import _examples
+    from modelprov._cli import _examples
 
     module, args = _examples.cnn()
     generator = torch.Generator().manual_seed(3)
@@ -230,7 +223,7 @@ def test_recover_refuses_an_unrelated_model_with_the_same_interface_names() -> N
 def test_recover_judges_by_structure_when_names_and_shapes_agree(monkeypatch) -> None:
     """When the models cannot run (here: the run check is bounded to nothing), structure
     decides."""
-    from modelprov.onnx import _correspondence_run
+    from modelprov.onnx.recover import _correspondence_run
 
     monkeypatch.setattr(_correspondence_run, "MAX_WEIGHT_BYTES", 0)
     original = _text_model("a = Relu (x)\n b = Sigmoid (a)\n y = Tanh (b)")
@@ -266,7 +259,7 @@ def test_cli_recover_refuses_and_force_overrides(tmp_path) -> None:
     assert main([*args, "--force"]) == 0 and out.exists()
 
 
-ALL_TOOLS = [*TOOLS, ("onnxruntime", {"level": "all"})]
+ALL_TOOLS = [(s.tool, dict(s.options)) for s in _tools.TOOLS.settings()]
 
 
 @pytest.mark.parametrize(
@@ -277,7 +270,7 @@ ALL_TOOLS = [*TOOLS, ("onnxruntime", {"level": "all"})]
 def test_running_both_models_accepts_every_tool_output(name, tool, level) -> None:
     """The tools reorder float math (ORT's fusions at every level, Conv+BN folding); their
     outputs stay far inside the tolerance, and the run decides."""
-    from modelprov.onnx._correspondence_run import compare_by_running, runnable
+    from modelprov.onnx.recover._correspondence_run import compare_by_running, runnable
 
     original, optimized = _with_provenance(name), _tool_output(name, tool, level)
     comparison = compare_by_running(

@@ -17,20 +17,13 @@ from hypothesis import strategies as st
 
 import modelprov
 from modelprov.errors import CorrespondenceError
-from modelprov.onnx import _correspondence_run
-from modelprov.onnx._correspondence_check import correspondence_problems
-from modelprov.onnx._tools import _RUNNERS
+from modelprov.onnx.recover import _correspondence_run
+from modelprov.onnx.recover._correspondence_check import correspondence_problems
+from modelprov.onnx.recover._tools import TOOLS
 from tests._random_nets import FLOAT as _FLOAT
 from tests._random_nets import random_net as _random_net
 
-_TOOLS = [
-    ("onnxsim", {}),
-    ("onnxslim", {}),
-    ("onnxoptimizer", {}),
-    ("onnxruntime", {"level": "basic"}),
-    ("onnxruntime", {"level": "extended"}),
-    ("onnxruntime", {"level": "all"}),
-]
+_TOOLS = [(s.tool, dict(s.options)) for s in TOOLS.settings()]
 
 
 _SEEDS = st.integers(min_value=0, max_value=2**31)
@@ -56,7 +49,7 @@ def test_unrelated_models_with_one_signature_and_op_kinds_are_refused(a: int, b:
 def test_every_tool_output_of_a_generated_net_is_accepted_by_running(seed: int) -> None:
     original = _random_net(seed)
     for tool, options in _TOOLS:
-        optimized = _RUNNERS[tool](original, **options)
+        optimized = TOOLS[tool].run(original, **options)
         _, report = modelprov.recover_with_report(original, optimized)
         assert report.correspondence.startswith("computed: "), (tool, options)
 
@@ -103,7 +96,7 @@ def test_a_small_resnet_is_not_attributed_to_a_conv_linear_net() -> None:
     for original, other in ((resnet, conv_linear), (conv_linear, resnet)):
         with pytest.raises(CorrespondenceError, match="its output 'linear' differs"):
             modelprov.recover(original, other)
-    accepted = _RUNNERS["onnxruntime"](resnet, level="all")  # BN folded, Conv+ReLU fused
+    accepted = TOOLS["onnxruntime"].run(resnet, level="all")  # BN folded, Conv+ReLU fused
     _, report = modelprov.recover_with_report(resnet, accepted)
     assert report.correspondence.startswith("computed: run on the same random inputs, 1 output")
 
@@ -152,7 +145,7 @@ def test_a_renamed_input_computing_the_same_is_accepted() -> None:
 
 
 def test_weights_beside_files_are_run_weights_elsewhere_fall_back_to_structure(tmp_path) -> None:
-    from modelprov._io import load_model_proto
+    from modelprov._model_io._files import load_model_proto
 
     original, other = _random_net(7), _random_net(8)
     paths = []
@@ -188,7 +181,7 @@ def test_the_command_line_refuses_with_exit_2_and_obeys_force(tmp_path, capsys) 
     assert "warning: recover forced" in captured.err
     assert '"correspondence": "forced past the computed check' in captured.out
     same = tmp_path / "same.onnx"
-    onnx.save(_RUNNERS["onnxruntime"](onnx.load(original), level="all"), same)
+    onnx.save(TOOLS["onnxruntime"].run(onnx.load(original), level="all"), same)
     assert main(["recover", str(original), str(same), "-o", str(out), "--json"]) == 0
     assert '"correspondence": "computed: ' in capsys.readouterr().out
 

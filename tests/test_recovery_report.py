@@ -9,7 +9,7 @@ import onnx_ir as ir
 import onnxscript.optimizer
 
 import modelprov
-from modelprov.core.keys import CONFIDENCE_KEY, RECOVER_REPORT_FORMAT
+from modelprov.keys import CONFIDENCE_KEY, RECOVER_REPORT_FORMAT
 from tests.conftest import fresh_export
 
 

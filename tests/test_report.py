@@ -12,11 +12,11 @@ import onnx_ir as ir
 import pytest
 
 import modelprov
-from modelprov import _examples
-from modelprov.core._correspond import all_nodes
+from modelprov._cli import _examples
 from modelprov.core._stack_trace import display_path
-from modelprov.core.keys import STACK_TRACE_KEY
-from modelprov.onnx._aten_call import ATEN_CALL_KEY
+from modelprov.core._walks import all_nodes
+from modelprov.keys import STACK_TRACE_KEY
+from modelprov.onnx.functions._aten_call import ATEN_CALL_KEY
 from modelprov.report import node_state, report, write_report
 from modelprov.report._data import report_data
 from modelprov.report._embed import read_report_data

@@ -12,7 +12,7 @@ import onnx_ir as ir
 import pytest
 
 import modelprov
-from modelprov import _examples
+from modelprov._cli import _examples
 from modelprov.errors import MetadataError
 from modelprov.report import report
 from modelprov.report._data import report_data

@@ -8,7 +8,7 @@ import onnx
 import pytest
 
 import modelprov
-from modelprov import _examples
+from modelprov._cli import _examples
 
 
 @pytest.fixture(scope="module")

@@ -19,14 +19,14 @@ import onnx
 import onnx_ir as ir
 import pytest
 
-from modelprov._io import atomic_write_bytes, save_model
-from modelprov._output import writer_tag
+from modelprov._model_io._files import atomic_write_bytes, save_model
+from modelprov._model_io._output import writer_tag
 from tests._cli import ROOT
 from tests._synthetic import synthetic_model
 
 _SAVE_FOREVER = """
 import sys, numpy as np, onnx_ir as ir
-from modelprov._io import save_model
+from modelprov._model_io._files import save_model
 from tests._synthetic import synthetic_model
 model = synthetic_model(200)
 weights = ir.Value(name="w", const_value=ir.tensor(np.zeros((64, 1024, 1024), np.float32)))

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import modelprov
-from modelprov.onnx._recover import RecoveryReport, recover_with_working_model
+from modelprov.onnx.recover._recover import RecoveryReport, recover_with_working_model
 from tests._cli import cli
 from tests._synthetic import synthetic_model
 
@@ -131,7 +131,7 @@ def test_command_line_escapes_names(hostile_files: tuple[str, str], tmp_path: st
 
 
 def test_log_lines_escape_the_names_they_quote(capsys: pytest.CaptureFixture[str]) -> None:
-    from modelprov._library_warnings import collected
+    from modelprov._cli._library_warnings import collected
 
     with collected(verbose=False, debug=False):
         logging.getLogger("modelprov").warning("module %s: %s", HOSTILE[0], HOSTILE[3])

@@ -6,7 +6,7 @@ import os
 import warnings
 
 import modelprov
-from modelprov import _examples
+from modelprov._cli import _examples
 
 
 def _export(**kwargs):

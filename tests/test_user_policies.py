@@ -10,7 +10,7 @@ import onnxscript.rewriter.pattern as orp
 import pytest
 
 import modelprov
-from modelprov.core import policy
+from modelprov.core import _policy as policy
 from modelprov.errors import PolicyError
 from tests._checks import run
 from tests.conftest import example_inputs

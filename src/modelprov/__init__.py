@@ -6,7 +6,7 @@ Public API (everything else lives in private modules)::
     modelprov.optimize(model, *, policies=None, rules=None)
     modelprov.recover(original, optimized)
     modelprov.sources(model, node), modelprov.SourceIndex(model)
-    modelprov.Policies, modelprov.DEFAULT_POLICIES, modelprov.core.policy.*
+    modelprov.Policies, modelprov.DEFAULT_POLICIES, modelprov.core._policy.*
     modelprov.audit(model), modelprov.diff(before, after)
 
 Every name is imported on first use: ``import modelprov`` loads no onnx, torch or
@@ -20,29 +20,35 @@ import sys
 import types
 from typing import TYPE_CHECKING, Any
 
+from modelprov._base._public_names import pin_value
+
 if TYPE_CHECKING:
     from modelprov import errors, policy
-    from modelprov._join import join_sources
     from modelprov.annotation import annotate, annotations, calibrate
     from modelprov.audit import AuditReport, DiffReport, Recall, audit, diff
+    from modelprov.audit._join import join_sources
     from modelprov.core._sources import Source
     from modelprov.core._stack_trace import TraceOptions
     from modelprov.numerics import NumericsReport, compare
-    from modelprov.onnx._export import export
-    from modelprov.onnx._find_calls import find_calls
-    from modelprov.onnx._functionize import FunctionizePass, FunctionizeResult, functionize
-    from modelprov.onnx._inline import InlinePass, inline
     from modelprov.onnx._lookup import SourceIndex, sources
-    from modelprov.onnx._optimize import (
+    from modelprov.onnx.export._export import export
+    from modelprov.onnx.functions._find_calls import find_calls
+    from modelprov.onnx.functions._functionize import (
+        FunctionizePass,
+        FunctionizeResult,
+        functionize,
+    )
+    from modelprov.onnx.functions._inline import InlineProvenancePass, inline
+    from modelprov.onnx.functions._structural_hash import structural_hash
+    from modelprov.onnx.optimize._optimize import (
         OptimizeProvenancePass,
         OptimizeResult,
         StepRecord,
         optimize,
     )
-    from modelprov.onnx._quantize import quantize
-    from modelprov.onnx._recover import RecoveryReport, recover, recover_with_report
-    from modelprov.onnx._structural_hash import structural_hash
-    from modelprov.onnx._tools import optimize_with
+    from modelprov.onnx.quantize._quantize import quantize
+    from modelprov.onnx.recover._recover import RecoveryReport, recover, recover_with_report
+    from modelprov.onnx.recover._tools import optimize_with
     from modelprov.policy import DEFAULT_POLICIES, MergeContext, Policies
     from modelprov.report import overlay, report, write_overlay, write_report
     from modelprov.stablehlo import StableHLOProgram, export_stablehlo
@@ -55,7 +61,7 @@ _LAZY = {
     "annotation": ".annotation",
     "onnx": ".onnx",
     "stablehlo": ".stablehlo",
-    "join_sources": "._join",
+    "join_sources": ".audit._join",
     "annotate": ".annotation",
     "annotations": ".annotation",
     "calibrate": ".annotation",
@@ -64,27 +70,27 @@ _LAZY = {
     "Recall": ".audit",
     "audit": ".audit",
     "diff": ".audit",
-    "Source": ".core._sources",
-    "TraceOptions": ".core._stack_trace",
-    "export": ".onnx._export",
-    "find_calls": ".onnx._find_calls",
-    "FunctionizePass": ".onnx._functionize",
-    "FunctionizeResult": ".onnx._functionize",
-    "functionize": ".onnx._functionize",
-    "InlinePass": ".onnx._inline",
-    "inline": ".onnx._inline",
+    "Source": ".core",
+    "TraceOptions": ".core",
+    "export": ".onnx.export._export",
+    "find_calls": ".onnx.functions._find_calls",
+    "FunctionizePass": ".onnx.functions._functionize",
+    "FunctionizeResult": ".onnx.functions._functionize",
+    "functionize": ".onnx.functions._functionize",
+    "InlineProvenancePass": ".onnx.functions._inline",
+    "inline": ".onnx.functions._inline",
     "SourceIndex": ".onnx._lookup",
     "sources": ".onnx._lookup",
-    "OptimizeProvenancePass": ".onnx._optimize",
-    "OptimizeResult": ".onnx._optimize",
-    "StepRecord": ".onnx._optimize",
-    "optimize": ".onnx._optimize",
-    "quantize": ".onnx._quantize",
-    "RecoveryReport": ".onnx._recover",
-    "recover": ".onnx._recover",
-    "recover_with_report": ".onnx._recover",
-    "structural_hash": ".onnx._structural_hash",
-    "optimize_with": ".onnx._tools",
+    "OptimizeProvenancePass": ".onnx.optimize._optimize",
+    "OptimizeResult": ".onnx.optimize._optimize",
+    "StepRecord": ".onnx.optimize._optimize",
+    "optimize": ".onnx.optimize._optimize",
+    "quantize": ".onnx.quantize._quantize",
+    "RecoveryReport": ".onnx.recover._recover",
+    "recover": ".onnx.recover._recover",
+    "recover_with_report": ".onnx.recover._recover",
+    "structural_hash": ".onnx.functions._structural_hash",
+    "optimize_with": ".onnx.recover._tools",
     "DEFAULT_POLICIES": ".policy",
     "MergeContext": ".policy",
     "Policies": ".policy",
@@ -98,7 +104,9 @@ _LAZY = {
     "compare": ".numerics",
     "NumericsReport": ".numerics",
 }
-"""Where each public name lives (relative to this package); imported on first use."""
+"""Where each public name lives (relative to this package); imported on first use. A name
+that a public subpackage hands out is taken from that subpackage, which sets its
+``__module__``; the others get ``modelprov``."""
 
 _MODULES = frozenset({"errors", "policy", "keys", "core", "annotation", "onnx", "stablehlo"})
 """The names that are modules (``modelprov.core`` works without importing it first)."""
@@ -114,6 +122,7 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module 'modelprov' has no attribute {name!r}")
     loaded = importlib.import_module(module, __name__)
     value = loaded if name in _MODULES else getattr(loaded, name)
+    pin_value(name, value, __name__)
     globals()[name] = value
     return value
 
@@ -141,7 +150,7 @@ __all__ = [
     "DiffReport",
     "FunctionizePass",
     "FunctionizeResult",
-    "InlinePass",
+    "InlineProvenancePass",
     "MergeContext",
     "NumericsReport",
     "OptimizeProvenancePass",

@@ -17,12 +17,12 @@ import sys
 import traceback
 from collections.abc import Sequence
 
-from modelprov import _progress
-from modelprov._cli_commands import COMMANDS, one_line
-from modelprov._cli_spec import ArgumentParser, add_commands, command_line_keywords
-from modelprov._gc import gc_paused
-from modelprov._library_warnings import collected
-from modelprov._quiet_libraries import libraries_quieted
+from modelprov._base._gc import gc_paused
+from modelprov._cli import _progress
+from modelprov._cli._commands import COMMANDS, one_line
+from modelprov._cli._library_warnings import collected
+from modelprov._cli._quiet_libraries import libraries_quieted
+from modelprov._cli._spec import ArgumentParser, add_commands, command_line_keywords
 from modelprov.core._printable import printable
 from modelprov.errors import ExitCode, ModelprovError, UsageError
 

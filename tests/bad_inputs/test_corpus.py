@@ -228,7 +228,7 @@ def _api_calls(path: str, proto: onnx.ModelProto | None) -> dict[str, Callable[[
 
 def run_api(folder: Path, case: Case) -> list[str]:
     """Every API call on one case: a result or a ModelprovError; the proto unchanged."""
-    from modelprov._io import load_model_proto
+    from modelprov._model_io._files import load_model_proto
 
     problems: list[str] = []
     cwd = os.getcwd()

@@ -7,8 +7,8 @@ from pathlib import Path
 import onnx
 from google.protobuf.message import DecodeError
 
-from modelprov._proto_check import _dataflow_problem, is_plain_and_valid, text_problems
-from modelprov.onnx._duplicates import has_duplicate_keys
+from modelprov._model_io._duplicate_keys import has_duplicate_keys
+from modelprov._model_io._proto_check import _dataflow_problem, is_plain_and_valid, text_problems
 from tests.bad_inputs.corpus import Case
 from tests.bad_inputs.test_corpus import corpus  # noqa: F401 - the shared corpus fixture
 

@@ -29,7 +29,7 @@ import onnx_ir as ir
 import pytest
 from onnx import TensorProto, helper
 
-from modelprov._io import save_model
+from modelprov._model_io._files import save_model
 from modelprov.cli import main
 from modelprov.errors import OutputError
 from tests._cli import ROOT
@@ -307,7 +307,7 @@ _KILLED_SAVE = textwrap.dedent(
     """
     import os, sys
     import numpy as np
-    from modelprov._io import save_model
+    from modelprov._model_io._files import save_model
     from tests.bad_inputs.test_outputs import NEW, _weights_model
     kill_at, calls = int(sys.argv[2]), 0
     for name in ("replace", "unlink", "rename", "rmdir"):
@@ -407,7 +407,7 @@ _OTHER_NAMESPACE_WRITER = textwrap.dedent(
     import os, sys, time
     import numpy as np
     import onnx_ir as ir
-    from modelprov._io import save_model
+    from modelprov._model_io._files import save_model
     from tests.bad_inputs.test_outputs import NEW, _weights_model
 
     def slowly():  # materialized while the data file is written, in a temporary folder
@@ -439,7 +439,7 @@ def _free_pid() -> int:
 
 @pytest.mark.skipif(not IS_ROOT or shutil.which("unshare") is None, reason="needs root unshare")
 def test_a_writer_in_another_pid_namespace_keeps_its_temporaries(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from modelprov._io import atomic_write_bytes
+    from modelprov._model_io._files import atomic_write_bytes
 
     pid = _free_pid()
     env = _child_env()

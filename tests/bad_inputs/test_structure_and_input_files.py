@@ -391,7 +391,7 @@ def test_optimize_says_when_onnxscripts_rewriter_will_take_long(
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    from modelprov.onnx import _optimize
+    from modelprov.onnx.optimize import _optimize
 
     folder, _ = corpus
     proto = onnx.load(str(folder / PLAIN))

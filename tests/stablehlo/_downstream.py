@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from modelprov import _examples
+from modelprov._cli import _examples
 from modelprov.stablehlo import StableHLOProgram, read_mlir_sources
 
 _INSTRUCTION = re.compile(

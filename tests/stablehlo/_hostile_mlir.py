@@ -135,7 +135,7 @@ _TO_BYTECODE = textwrap.dedent(
     """
     import io, sys
     from jaxlib.mlir import ir
-    from modelprov.stablehlo._jax_compat import ir_context
+    from modelprov.stablehlo.lower._jax_compat import ir_context
     with ir_context() as context:
         context.allow_unregistered_dialects = True
         module = ir.Module.parse(open(sys.argv[1]).read())

@@ -19,7 +19,7 @@ import pytest
 import torch
 
 import modelprov
-from modelprov import _examples
+from modelprov._cli import _examples
 from modelprov.errors import InvalidModelError, UsageError
 from modelprov.numerics import NumericsReport, compare
 

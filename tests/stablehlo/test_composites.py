@@ -438,7 +438,7 @@ def test_seed003_ranges_reach_xla_and_iree_through_composites() -> None:
     import jax
 
     import modelprov
-    from modelprov import _examples
+    from modelprov._cli import _examples
     from modelprov.stablehlo import read_hlo_sources, read_mlir_sources
 
     model, args = _examples.mlp()

@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from modelprov.errors import StableHLOError
-from modelprov.stablehlo import _locations, read_mlir_sources
-from modelprov.stablehlo._mlir_limits import MAX_NESTING
+from modelprov.stablehlo import read_mlir_sources
+from modelprov.stablehlo.read import _locations
+from modelprov.stablehlo.untrusted._mlir_limits import MAX_NESTING
 from tests.stablehlo import _hostile_mlir
 
 pytest.importorskip("jax")

@@ -16,13 +16,13 @@ import torch
 from torch import nn
 
 import modelprov
+from modelprov.core._policy import DEFAULT_POLICIES, max, value_scoped
 from modelprov.core._sources import shared_id_list
-from modelprov.core.keys import (
+from modelprov.keys import (
     SOURCE_NODE_KEY,
     STABLEHLO_NODE_KEY,
     STABLEHLO_SOURCE_NODE_KEY,
 )
-from modelprov.core.policy import DEFAULT_POLICIES, max, value_scoped
 
 pytest.importorskip("jax")
 
@@ -95,7 +95,7 @@ def test_onnx_and_stablehlo_give_each_source_the_same_annotation_keys() -> None:
             model, args, annotations=ANNOTATIONS, policies=POLICIES, optimize=False, verbose=False
         )
     stablehlo = modelprov.export_stablehlo(model, args, annotations=ANNOTATIONS, policies=POLICIES)
-    from modelprov.stablehlo._read import attribute_text  # numbers in their string form
+    from modelprov.stablehlo.read._read import attribute_text  # numbers in their string form
 
     onnx_keys = _user_keys(
         (shared_id_list(node.metadata_props.get(SOURCE_NODE_KEY, "")), node.metadata_props)

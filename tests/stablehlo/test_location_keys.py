@@ -15,14 +15,14 @@ import torch
 
 import modelprov
 from modelprov.stablehlo import read_mlir_sources, restore_attributes
-from modelprov.stablehlo._read import attribute_text
+from modelprov.stablehlo.read._read import attribute_text
 from tests.stablehlo import _downstream
 
 pytest.importorskip("jax")
 
 
 def _calibrated_mlp() -> tuple[modelprov.StableHLOProgram, dict[str, dict[str, Any]]]:
-    model, args = modelprov._examples.mlp()
+    model, args = modelprov._cli._examples.mlp()
     torch.manual_seed(2)
     ranges = modelprov.calibrate(model, [torch.randn(8, 784) for _ in range(4)])
     return modelprov.export_stablehlo(model, args, annotations=ranges), ranges
@@ -94,7 +94,7 @@ def test_restore_attributes_rebuilds_user_keys_from_locations() -> None:
 
 
 def test_module_scoped_keys_are_on_every_op_of_the_module_value_scoped_on_its_output() -> None:
-    model, args = modelprov._examples.mlp()
+    model, args = modelprov._cli._examples.mlp()
     annotations = {"0": {"custom.tag": "first", "custom.max": 3.5}}
     program = modelprov.export_stablehlo(model, args, annotations=annotations)
     stripped = _strip_user_keys(program.text_with_locations)

@@ -33,7 +33,7 @@ def saved(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """Every accepted form of one export, and what reading its text gives."""
     from jaxlib.mlir import ir
 
-    from modelprov.stablehlo._jax_compat import ir_context
+    from modelprov.stablehlo.lower._jax_compat import ir_context
 
     torch.manual_seed(0)
     program = modelprov.export_stablehlo(_Block().eval(), (torch.randn(2, 4),))

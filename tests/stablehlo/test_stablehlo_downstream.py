@@ -151,7 +151,7 @@ def test_canonicalize_and_cse_keep_every_surviving_ops_attributes() -> None:
 
 @pytest.mark.parametrize("number_attributes", ["typed", "string"])
 def test_seed003_ranges_survive_canonicalize_and_cse(number_attributes: Any) -> None:
-    model, args = modelprov._examples.mlp()
+    model, args = modelprov._cli._examples.mlp()
     ranges = {
         "0": {"custom.min": -23.5, "custom.max": 18.9},
         "1": {"custom.min": 0.0, "custom.max": 18.9},

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import modelprov
-from modelprov import _examples
+from modelprov._cli import _examples
 from modelprov.stablehlo import (
     StableHLOExportOptions,
     export_stablehlo,

@@ -70,8 +70,8 @@ def test_onnx_export_of_a_cond_model_after_export_stablehlo(tmp_path: object) ->
 def test_torch_accelerator_api_answers_after_the_torchax_import() -> None:
     import torch
 
-    from modelprov.stablehlo._jax_backend import accelerator_api_works
-    from modelprov.stablehlo._torchax_compat import import_torchax
+    from modelprov.stablehlo.lower._jax_backend import accelerator_api_works
+    from modelprov.stablehlo.lower._torchax_compat import import_torchax
 
     import_torchax()
     assert torch._C._get_privateuse1_backend_name() == "jax"

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from modelprov.core.policy import Policies, from_output
+from modelprov.core._policy import Policies, from_output
 from modelprov.stablehlo import StableHLOProgram, export_stablehlo, load_exported, read_mlir_sources
 
 pytest.importorskip("jax")
@@ -142,7 +142,7 @@ def test_trace_options_rewrite_stack_paths(tmp_path: Path) -> None:
     import os
 
     import modelprov
-    from modelprov import _examples
+    from modelprov._cli import _examples
 
     module, args = _examples.mlp()
     root = os.path.dirname(os.path.dirname(torch.__file__))

@@ -21,7 +21,7 @@ pytest.importorskip("jax")
 
 
 def _mlp() -> tuple[modelprov.StableHLOProgram, tuple[Any, ...], set[str]]:
-    model, args = modelprov._examples.mlp()
+    model, args = modelprov._cli._examples.mlp()
     torch.manual_seed(2)
     ranges = modelprov.calibrate(model, [torch.randn(8, 784) for _ in range(4)])
     return modelprov.export_stablehlo(model, args, annotations=ranges), args, {"0", "1", "2"}

@@ -16,14 +16,14 @@ from hypothesis import strategies as st
 
 import modelprov
 from modelprov.stablehlo import read_hlo_sources, read_mlir_sources
-from modelprov.stablehlo._read import attribute_text
+from modelprov.stablehlo.read._read import attribute_text
 from tests.stablehlo import _downstream
 
 pytest.importorskip("jax")
 
 
 def _calibrated_mlp() -> tuple[modelprov.StableHLOProgram, torch.Tensor, dict[str, dict[str, Any]]]:
-    model, (x,) = modelprov._examples.mlp()
+    model, (x,) = modelprov._cli._examples.mlp()
     torch.manual_seed(1)
     ranges = modelprov.calibrate(model, [torch.randn(8, 784) for _ in range(4)])
     return modelprov.export_stablehlo(model, (x,), annotations=ranges), x, ranges
@@ -70,7 +70,7 @@ def test_calibrated_ranges_of_the_three_layers_are_in_optimized_hlo() -> None:
         attribute_text(keys["custom.min"]) for keys in ranges.values()
     }
     # Numerics: XLA computes what torch does.
-    model, _ = modelprov._examples.mlp()
+    model, _ = modelprov._cli._examples.mlp()
     with torch.no_grad():
         expected_output = model(x).numpy()
     np.testing.assert_allclose(program.run(x)[0], expected_output, rtol=1e-5, atol=1e-5)

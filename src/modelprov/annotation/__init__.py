@@ -1,5 +1,6 @@
 """Per-layer annotations and calibration on the torch side (before export)."""
 
+from modelprov._base._public_names import pin_module
 from modelprov.annotation._calibrate import calibrate
 from modelprov.annotation._module_annotations import (
     annotate,
@@ -19,3 +20,5 @@ __all__ = [
     "module_paths",
     "normalize_annotations",
 ]
+
+pin_module(globals(), __all__, __name__)

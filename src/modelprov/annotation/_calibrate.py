@@ -57,8 +57,8 @@ import torch
 
 from modelprov.annotation._random_batches import CallArguments
 from modelprov.annotation._values import annotation_value, check_key
-from modelprov.core.keys import CALIBRATION_PREFIX, HISTOGRAM_FORMAT
 from modelprov.errors import AnnotationError, MissingDependencyError
+from modelprov.keys import CALIBRATION_PREFIX, HISTOGRAM_FORMAT
 
 __all__ = ["DEFAULT_SAMPLE_SIZE", "HISTOGRAM_BINS", "calibrate"]
 

@@ -24,8 +24,8 @@ from __future__ import annotations
 import math
 from typing import Final
 
-from modelprov.core.keys import RESERVED_PREFIX, TORCH_PREFIX
 from modelprov.errors import AnnotationError
+from modelprov.keys import RESERVED_PREFIX, TORCH_PREFIX
 
 __all__ = [
     "RESERVED_KEY_PREFIXES",

@@ -1,5 +1,6 @@
 """Audit and diff: what provenance a model carries, and what a step kept."""
 
+from modelprov._base._public_names import pin_module
 from modelprov.audit._audit import (
     AuditReport,
     FunctionUse,
@@ -24,3 +25,5 @@ __all__ = [
     "diff",
     "optimize_report",
 ]
+
+pin_module(globals(), __all__, __name__)

@@ -18,12 +18,13 @@ from typing import Any
 import onnx
 import onnx_ir as ir
 
-from modelprov._proto_check import text_problems
+from modelprov._model_io._convert import ModelInput, model_input
+from modelprov._model_io._proto_check import text_problems
+from modelprov._model_io._proto_walk import subgraphs
 from modelprov.core._printable import printable_json, printable_lines
 from modelprov.core._sources import MAX_VALUE_BYTES, Source, collect_sources, node_label
-from modelprov.core.keys import ATEN_DOMAIN, AUDIT_FORMAT, MODULE_DOMAIN
 from modelprov.errors import MetadataError
-from modelprov.onnx._convert import ModelInput, model_input
+from modelprov.keys import ATEN_DOMAIN, AUDIT_FORMAT, MODULE_DOMAIN
 
 __all__ = [
     "AuditReport",
@@ -208,10 +209,8 @@ def _proto_graph(graph: onnx.GraphProto, label: str, counter: list[int]) -> Iter
         counter[0] += 1
         name = node_label(node.name, node.op_type, position)
         yield _Holder("nodes", name, _proto_entries(node.metadata_props))
-        for attribute in node.attribute:
-            subgraphs = [attribute.g] if attribute.HasField("g") else []
-            for subgraph in [*subgraphs, *attribute.graphs]:
-                yield from _proto_graph(subgraph, subgraph.name or name, counter)
+        for subgraph in subgraphs(node):
+            yield from _proto_graph(subgraph, subgraph.name or name, counter)
 
 
 def _proto_holders(proto: onnx.ModelProto) -> Iterator[_Holder]:

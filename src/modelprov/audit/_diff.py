@@ -9,13 +9,13 @@ from typing import Any
 
 import onnx_ir as ir
 
+from modelprov._model_io._convert import ModelInput, as_ir
 from modelprov.audit._audit import has_provenance
-from modelprov.core._correspond import all_nodes
 from modelprov.core._printable import printable_lines
 from modelprov.core._sources import Source
 from modelprov.core._stack_trace import display_location
-from modelprov.core.keys import DIFF_FORMAT
-from modelprov.onnx._convert import ModelInput, as_ir
+from modelprov.core._walks import all_nodes
+from modelprov.keys import DIFF_FORMAT
 from modelprov.onnx._lookup import function_body_sources, node_sources
 
 __all__ = ["DiffReport", "Recall", "diff", "dynamic_nodes"]

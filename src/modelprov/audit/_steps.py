@@ -12,11 +12,11 @@ import onnx_ir as ir
 from modelprov.audit._diff import DiffReport, diff
 from modelprov.core._printable import printable_json, printable_lines
 from modelprov.core._stack_trace import display_location
-from modelprov.core.keys import OPTIMIZE_REPORT_FORMAT
+from modelprov.keys import OPTIMIZE_REPORT_FORMAT
 from modelprov.onnx._lookup import node_sources
 
 if TYPE_CHECKING:
-    from modelprov.onnx._optimize import StepRecord
+    from modelprov.onnx.optimize._optimize import StepRecord
 
 __all__ = ["OptimizeReport", "StepReport", "optimize_report"]
 

@@ -1,6 +1,7 @@
 """The provenance core: everything modelprov knows without torch, JAX or onnxscript.
 
-Sources and the versioned sources table, the metadata keys, the merge policies, stack
+Sources and the versioned sources table, the merge policies (public as
+``modelprov.policy``; the metadata keys are ``modelprov.keys``), stack
 traces, key scoping, the correspondence engine and in-memory :class:`Provenance` live
 here; the ONNX and StableHLO backends (``modelprov.onnx``, ``modelprov.stablehlo``) build
 on them. Importing this package loads nothing until a name is used (then onnx_ir and the
@@ -18,17 +19,16 @@ standard library only; a test checks it in a fresh interpreter)::
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from modelprov._base._public_names import pin_value
+
 if TYPE_CHECKING:
-    from modelprov.core import keys, policy
     from modelprov.core._correspond import Change, Snapshot, correspond
+    from modelprov.core._policy import DEFAULT_POLICIES, MergeContext, Policies, Policy
     from modelprov.core._provenance import Provenance, node_label
     from modelprov.core._sources import Source, SourceTable, dump_ids, parse_ids
     from modelprov.core._stack_trace import Frame, TraceOptions
-    from modelprov.core.policy import DEFAULT_POLICIES, MergeContext, Policies, Policy
 
 _LAZY = {
-    "keys": "modelprov.core.keys",
-    "policy": "modelprov.core.policy",
     "Change": "modelprov.core._correspond",
     "Snapshot": "modelprov.core._correspond",
     "correspond": "modelprov.core._correspond",
@@ -40,12 +40,12 @@ _LAZY = {
     "parse_ids": "modelprov.core._sources",
     "Frame": "modelprov.core._stack_trace",
     "TraceOptions": "modelprov.core._stack_trace",
-    "DEFAULT_POLICIES": "modelprov.core.policy",
-    "MergeContext": "modelprov.core.policy",
-    "Policies": "modelprov.core.policy",
-    "Policy": "modelprov.core.policy",
+    "DEFAULT_POLICIES": "modelprov.core._policy",
+    "MergeContext": "modelprov.core._policy",
+    "Policies": "modelprov.core._policy",
+    "Policy": "modelprov.core._policy",
 }
-"""Names imported on first use: a submodule (``modelprov.core.keys``, ``core._printable``)
+"""Names imported on first use: a submodule (``modelprov.keys``, ``core._printable``)
 is then importable without loading onnx_ir, which the command line's ``--version`` needs."""
 
 
@@ -55,6 +55,7 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module 'modelprov.core' has no attribute {name!r}")
     imported = importlib.import_module(module)
     value = imported if module.endswith("." + name) else getattr(imported, name)
+    pin_value(name, value, __name__)
     globals()[name] = value
     return value
 
@@ -77,8 +78,6 @@ __all__ = [
     "TraceOptions",
     "correspond",
     "dump_ids",
-    "keys",
     "node_label",
     "parse_ids",
-    "policy",
 ]

@@ -2,7 +2,7 @@
 
 The format (``format`` ``modelprov.policies``, version 1) is documented in
 docs/metadata-format.md. A file names built-in policies only; its ``keys`` are layered over
-:data:`~modelprov.core.policy.DEFAULT_POLICIES` unless it says ``"base": "none"``. Every
+:data:`~modelprov.core._policy.DEFAULT_POLICIES` unless it says ``"base": "none"``. Every
 problem is a :class:`~modelprov.errors.PolicyError` naming the file, the key and what to do.
 """
 
@@ -13,12 +13,14 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from modelprov._gc import gc_paused
-from modelprov._input_files import read_regular
-from modelprov.core import policy as _policy
-from modelprov.core.keys import POLICIES_FORMAT, RESERVED_PREFIX
-from modelprov.core.policy import DEFAULT_POLICIES, Policies, Policy, _Spec
+from modelprov._base._gc import gc_paused
+from modelprov._base._input_files import read_regular
+from modelprov._base._versioned import header_problem
+from modelprov.core import _builtin_policies  # noqa: F401  (registers the built-ins)
+from modelprov.core._policies import DEFAULT_POLICIES, Policies
+from modelprov.core._policy_registry import BUILTIN_POLICIES, Policy, Spec
 from modelprov.errors import PolicyError
+from modelprov.keys import POLICIES_FORMAT, RESERVED_PREFIX
 
 __all__ = [
     "MAX_POLICIES_BYTES",
@@ -40,28 +42,9 @@ _BASES = {"defaults": DEFAULT_POLICIES, "none": Policies()}
 
 _FIELDS = ("format", "version", "base", "default", "keys", "comment")
 
-_PLAIN: dict[str, Policy] = {
-    name: getattr(_policy, name)
-    for name in (
-        "union",
-        "first",
-        "drop",
-        "min",
-        "max",
-        "common_prefix",
-        "stack_traces",
-        "from_output",
-        "follow_output",
-        "scope_lists",
-        "error_on_conflict",
-    )
-}
-"""The built-in policies without options, by the name a file gives them."""
-
-_OPTIONS: dict[str, tuple[str, ...]] = {"join": ("sep",), "value_scoped": ("of",)}
-"""The built-in policies with options, and the fields of their object form."""
-
-_NAMES = ", ".join([*_PLAIN, "join", "value_scoped"])
+def _names() -> str:
+    """The registered built-ins, as error messages list them."""
+    return ", ".join(BUILTIN_POLICIES.names())
 
 
 def load_policies(path: str | os.PathLike[str]) -> Policies:
@@ -134,8 +117,9 @@ def parse_policies(
                 f"{where}: key {key!r} holds a lone surrogate (a \\uD800-\\uDFFF escape "
                 "without its pair), which no metadata key can hold; write the character itself"
             )
-        if isinstance(spec, str) and spec in _PLAIN:  # a plain name: no options to read
-            entries[key] = _PLAIN[spec]
+        builtin = BUILTIN_POLICIES.get(spec) if isinstance(spec, str) else None
+        if builtin is not None and not builtin.options:  # a plain name: no options to read
+            entries[key] = builtin.make()
         else:
             entries[key] = _parse_policy(spec, f"{where}: key {key!r}")
     return Policies({**base, **entries}, default=default)
@@ -220,13 +204,15 @@ def _no_constant(where: str) -> Callable[[str], Any]:
 
 
 def _check_header(document: Mapping[str, Any], where: str) -> None:
-    found = document.get("format")
-    if found != POLICIES_FORMAT:
+    problem = header_problem(document, format=POLICIES_FORMAT, versions=(POLICIES_VERSION,))
+    if problem is None:
+        return
+    if problem.field != "version":
         raise PolicyError(
-            f'{where}: "format" is {found!r}, not {POLICIES_FORMAT!r}; '
+            f'{where}: "format" is {problem.found!r}, not {POLICIES_FORMAT!r}; '
             f'start the file with {{"format": "{POLICIES_FORMAT}", "version": {POLICIES_VERSION}'
         )
-    version = document.get("version")
+    version = problem.found
     if type(version) is not int:
         raise PolicyError(f'{where}: "version" is {version!r}; give the number {POLICIES_VERSION}')
     if version != POLICIES_VERSION:
@@ -246,43 +232,45 @@ def _parse_policy(spec: Any, where: str, *, inside: str | None = None) -> Policy
         given = spec.get("policy")
         if not isinstance(given, str):
             raise PolicyError(
-                f'{where}: a policy object needs "policy": NAME (one of {_NAMES}), '
+                f'{where}: a policy object needs "policy": NAME (one of {_names()}), '
                 f"got {_json_type(given) if given is not None else 'none'}"
             )
         name = given
         options = {field: value for field, value in spec.items() if field != "policy"}
     else:
         raise PolicyError(
-            f'{where}: a policy is a name (one of {_NAMES}) or an object {{"policy": NAME, ...}}, '
-            f"not a {_json_type(spec)}"
+            f"{where}: a policy is a name (one of {_names()}) or an object "
+            f'{{"policy": NAME, ...}}, not a {_json_type(spec)}'
         )
-    allowed = _OPTIONS.get(name, ())
-    if name not in _PLAIN and name not in _OPTIONS:
-        raise PolicyError(f"{where}: unknown policy {name!r}; use one of {_NAMES}")
+    builtin = BUILTIN_POLICIES.get(name)
+    if builtin is None:
+        raise PolicyError(f"{where}: unknown policy {name!r}; use one of {_names()}")
+    allowed = [option.name for option in builtin.options]
     for field in options:
         if field not in allowed:
             takes = f"its options are {', '.join(allowed)}" if allowed else "it takes no options"
             raise PolicyError(f"{where}: policy {name!r} has no option {field!r}; {takes}")
-    if name == "join":
-        sep = options.get("sep", "\n")
-        if not isinstance(sep, str) or not sep or not _is_text(sep):
+    if builtin.once is not None and inside == name:
+        raise PolicyError(
+            f"{where}: {name} inside {inside}: {builtin.once}; remove the inner {name}"
+        )
+    arguments: list[Any] = []
+    for option in builtin.options:
+        value = options.get(option.name, option.default)
+        if value is None and option.name not in options:
             raise PolicyError(
-                f'{where}: join\'s "sep" must be a non-empty string (e.g. "; "), not {sep!r}'[:300]
+                f'{where}: {name} needs "{option.name}": {option.meaning}, e.g. {option.example}'
             )
-        return _policy.join(sep)
-    if name == "value_scoped":
-        if inside is not None:
+        if option.kind == "policy":
+            arguments.append(_parse_policy(value, where, inside=name))
+        elif not isinstance(value, str) or not value or not _is_text(value):
             raise PolicyError(
-                f"{where}: value_scoped inside {inside}: a policy is value-scoped once; "
-                "remove the inner value_scoped"
+                f'{where}: {name}\'s "{option.name}" must be a non-empty string '
+                f"(e.g. {option.example}), not {value!r}"[:300]
             )
-        if "of" not in options:
-            raise PolicyError(
-                f'{where}: value_scoped needs "of": the policy it scopes, e.g. '
-                '{"policy": "value_scoped", "of": "max"}'
-            )
-        return _policy.value_scoped(_parse_policy(options["of"], where, inside="value_scoped"))
-    return _PLAIN[name]
+        else:
+            arguments.append(value)
+    return builtin.make(*arguments)
 
 
 def policy_json(value: Policy, what: str) -> str | dict[str, Any]:
@@ -297,7 +285,7 @@ def policy_json(value: Policy, what: str) -> str | dict[str, Any]:
     return _spec_json(spec)
 
 
-def _spec_json(spec: _Spec) -> str | dict[str, Any]:
+def _spec_json(spec: Spec) -> str | dict[str, Any]:
     name, options = spec
     if not options:
         return name

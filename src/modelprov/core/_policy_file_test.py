@@ -8,10 +8,8 @@ from typing import Any
 
 import pytest
 
-from modelprov.core import policy
-from modelprov.core._policy_file import MAX_POLICIES_BYTES
-from modelprov.core.keys import POLICIES_FORMAT
-from modelprov.core.policy import (
+from modelprov.core import _policy as policy
+from modelprov.core._policy import (
     DEFAULT_POLICIES,
     MergeContext,
     Policies,
@@ -19,7 +17,9 @@ from modelprov.core.policy import (
     load_policies,
     parse_policies,
 )
+from modelprov.core._policy_file import MAX_POLICIES_BYTES
 from modelprov.errors import PolicyError
+from modelprov.keys import POLICIES_FORMAT
 
 
 def _file(keys: dict[str, Any], **fields: Any) -> dict[str, Any]:

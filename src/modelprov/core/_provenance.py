@@ -15,7 +15,8 @@ from collections.abc import Iterable, Mapping, Sequence
 import onnx_ir as ir
 
 from modelprov.core import _sources, _stack_trace
-from modelprov.core._correspond import Change, Snapshot, all_graphs, all_nodes, nodes_and_graphs
+from modelprov.core._correspond import Change, Snapshot
+from modelprov.core._policy import DEFAULT_POLICIES, MergeContext, Policies
 from modelprov.core._sources import (
     Source,
     SourceTable,
@@ -24,7 +25,8 @@ from modelprov.core._sources import (
     dump_ids,
     parse_ids,
 )
-from modelprov.core.keys import (
+from modelprov.core._walks import all_graphs, all_nodes, nodes_and_graphs
+from modelprov.keys import (
     KEPT_FOR_RECALL_KEY,
     NODE_SOURCES_KEY,
     OUTPUT_OF_KEY,
@@ -32,7 +34,6 @@ from modelprov.core.keys import (
     STACK_TRACE_KEY,
     TABLE_KEY,
 )
-from modelprov.core.policy import DEFAULT_POLICIES, MergeContext, Policies
 
 __all__ = ["Provenance", "node_label"]
 

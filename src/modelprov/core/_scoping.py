@@ -4,8 +4,9 @@ A module-scoped key (the default) applies to everything its module and submodule
 a descendant's value overriding its ancestor's. A value-scoped key (``from_output`` policy or
 declared value-scoped) applies only to what produces a tensor leaving the module that declares
 it. A per-output key (``custom.output1.max``) applies only to what produces that output of the
-module. The backends (``onnx/_annotations.py``, ``stablehlo/_attach.py``) only answer which of
-their nodes or ops hand a value out of a module, and which produce a given module output;
+module. The backends (``onnx/_annotations.py``, ``stablehlo/attach/_attach.py``) only
+answer which of their nodes or ops hand a value out of a module, and which produce a
+given module output;
 :func:`source_keys` decides the rest.
 
 One value per key and source, the innermost applicable module's. When an inner and an outer
@@ -26,7 +27,7 @@ from collections.abc import Callable, Collection, Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from modelprov.core.policy import Policies
+    from modelprov.core._policy import Policies
 
 __all__ = [
     "Applied",

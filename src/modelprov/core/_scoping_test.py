@@ -7,6 +7,7 @@ import pathlib
 import subprocess
 import sys
 
+from modelprov.core._policy import Policies, from_output
 from modelprov.core._scoping import (
     Applied,
     KeyScoping,
@@ -17,7 +18,6 @@ from modelprov.core._scoping import (
     value_scoped_keys,
     within,
 )
-from modelprov.core.policy import Policies, from_output
 
 
 def test_within_counts_a_module_and_its_submodules_only() -> None:

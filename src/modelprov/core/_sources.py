@@ -20,9 +20,11 @@ import zlib
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from modelprov._torch_compat import fx_node_text_name, fx_node_text_target
+from modelprov._base._versioned import header_problem
+from modelprov._torch._compat import fx_node_text_name, fx_node_text_target
 from modelprov.core import _stack_trace
-from modelprov.core.keys import (
+from modelprov.errors import MetadataError
+from modelprov.keys import (
     CLASS_HIERARCHY_KEY,
     FX_NODE_KEY,
     KEPT_FOR_RECALL_KEY,
@@ -35,7 +37,6 @@ from modelprov.core.keys import (
     TABLE_FORMAT,
     TABLE_KEY,
 )
-from modelprov.errors import MetadataError
 
 __all__ = [
     "FX_NODE_KEY",
@@ -330,12 +331,12 @@ class SourceTable:
                 f"{MAX_TABLE_BYTES}); the table is corrupt or not modelprov's"
             )
         document = _json_document(text, where, "the sources table")
-        if not isinstance(document, dict) or document.get("format") != TABLE_FORMAT:
+        problem = header_problem(document, format=TABLE_FORMAT, versions=(TABLE_VERSION,))
+        if problem is not None and problem.field != "version":
             raise MetadataError(f"{where}: {TABLE_KEY!r} is not a modelprov sources table")
-        version = document.get("version")
-        if type(version) is not int or version != TABLE_VERSION:
+        if problem is not None:
             raise MetadataError(
-                f"{where}: sources table version {version!r} is not supported by this "
+                f"{where}: sources table version {problem.found!r} is not supported by this "
                 f"modelprov (supports {TABLE_VERSION}); upgrade modelprov"
             )
         encoding = document.get("encoding", "json")

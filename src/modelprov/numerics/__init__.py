@@ -1,5 +1,6 @@
 """Numerics by provenance: where an exported, optimized or quantized model parts from PyTorch."""
 
+from modelprov._base._public_names import pin_module
 from modelprov.numerics._compare import DEFAULT_ATOL, DEFAULT_RTOL, compare
 from modelprov.numerics._report import ModuleNumerics, NumericsReport, NumericsRow
 
@@ -11,3 +12,5 @@ __all__ = [
     "NumericsRow",
     "compare",
 ]
+
+pin_module(globals(), __all__, __name__)

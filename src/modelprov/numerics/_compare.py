@@ -17,18 +17,18 @@ import onnx
 import onnx_ir as ir
 import torch
 
-from modelprov._proto_check import read_proto
-from modelprov._torch_compat import flatten_inputs
-from modelprov.core._correspond import all_nodes
+from modelprov._model_io._convert import model_input
+from modelprov._model_io._proto_check import read_proto
+from modelprov._torch._compat import flatten_inputs
 from modelprov.core._provenance import Provenance
 from modelprov.core._sources import Source
+from modelprov.core._walks import all_nodes
 from modelprov.errors import InvalidModelError, UsageError
 from modelprov.numerics._metrics import Discrepancy, measure
 from modelprov.numerics._onnx_values import graph_input_names, run_exposing, run_isolated
 from modelprov.numerics._qoperator import dequantize, output_quantization
 from modelprov.numerics._report import NumericsReport, NumericsRow
 from modelprov.numerics._torch_values import run_fx_nodes
-from modelprov.onnx._convert import model_input
 
 if TYPE_CHECKING:
     from modelprov.stablehlo._program import StableHLOProgram
@@ -358,7 +358,7 @@ def _torch_program(
             )
         return reference.exported_program
     if isinstance(reference, torch.nn.Module | torch.export.ExportedProgram):
-        from modelprov.onnx._export import export
+        from modelprov.onnx.export._export import export
 
         extra: dict[str, Any] = {"kwargs": dict(kwargs)} if kwargs else {}
         program = export(reference, args, optimize=False, **extra).exported_program

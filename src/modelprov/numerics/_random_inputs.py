@@ -7,7 +7,7 @@ import onnx_ir as ir
 
 from modelprov.errors import UsageError
 from modelprov.numerics._onnx_values import graph_input_names
-from modelprov.onnx._correspondence_run import random_array
+from modelprov.onnx.recover._correspondence_run import random_array
 
 __all__ = ["random_inputs"]
 

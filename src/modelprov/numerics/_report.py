@@ -8,10 +8,11 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from modelprov._base._versioned import header_problem
 from modelprov.core._printable import printable_json, printable_lines
 from modelprov.core._sources import Source
-from modelprov.core.keys import NUMERICS_FORMAT
 from modelprov.errors import MetadataError
+from modelprov.keys import NUMERICS_FORMAT
 from modelprov.numerics._metrics import Discrepancy
 
 __all__ = ["NUMERICS_VERSION", "ModuleNumerics", "NumericsReport", "NumericsRow", "worst_of"]
@@ -260,10 +261,13 @@ class NumericsReport:
         anything else is a MetadataError naming ``where`` and the field."""
         try:
             document = json.loads(text)
-            if not isinstance(document, dict) or document.get("format") != NUMERICS_FORMAT:
+            problem = header_problem(
+                document, format=NUMERICS_FORMAT, versions=(NUMERICS_VERSION,)
+            )
+            if problem is not None and problem.field != "version":
                 raise ValueError(f'"format" must be {NUMERICS_FORMAT!r}')
-            if document.get("version") != NUMERICS_VERSION:
-                raise ValueError(f'"version" is {document.get("version")!r}, not 1')
+            if problem is not None:
+                raise ValueError(f'"version" is {problem.found!r}, not 1')
             rows = tuple(_row(item) for item in document["rows"])
             return cls(
                 rows=rows,

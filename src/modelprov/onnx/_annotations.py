@@ -16,11 +16,11 @@ from collections.abc import Mapping
 
 import onnx_ir as ir
 
-from modelprov.core._correspond import all_nodes
+from modelprov.core._policy import Policies
 from modelprov.core._scoping import KeyScoping, within
 from modelprov.core._sources import _literal_list, fx_node_name
-from modelprov.core.keys import NAME_SCOPES_KEY
-from modelprov.core.policy import Policies
+from modelprov.core._walks import all_nodes
+from modelprov.keys import NAME_SCOPES_KEY
 from modelprov.onnx._source_nodes import SOURCE_NODE_KEY
 
 __all__ = ["apply_annotations", "module_path_of"]

@@ -17,13 +17,14 @@ from typing import TYPE_CHECKING
 import onnx
 import onnx_ir as ir
 
-from modelprov._gc import gc_paused
-from modelprov.core._correspond import all_nodes
+from modelprov._base._gc import gc_paused
+from modelprov._model_io._convert import ModelInput, model_input
+from modelprov._model_io._duplicate_keys import merged_entries
+from modelprov._model_io._proto_walk import graph_nodes as proto_nodes
 from modelprov.core._sources import TABLE_KEY, Source, SourceTable, collect_sources, node_label
-from modelprov.core.keys import ATEN_DOMAIN, MODULE_DOMAIN
+from modelprov.core._walks import all_nodes
 from modelprov.errors import UsageError
-from modelprov.onnx._convert import ModelInput, model_input
-from modelprov.onnx._duplicates import merged_entries
+from modelprov.keys import ATEN_DOMAIN, MODULE_DOMAIN
 
 if TYPE_CHECKING:
     from torch.onnx import ONNXProgram
@@ -32,19 +33,6 @@ __all__ = ["SourceIndex", "function_body_sources", "node_sources", "proto_nodes"
 
 _PROTO_CACHE_SIZE = 2
 """ModelProto cannot be weakly referenced: the cache keeps this many of them alive."""
-
-
-def proto_nodes(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
-    """Every node of a GraphProto and of its subgraphs, parents before children."""
-    result: list[onnx.NodeProto] = []
-    for node in graph.node:
-        result.append(node)
-        for attribute in node.attribute:
-            if attribute.HasField("g"):
-                result.extend(proto_nodes(attribute.g))
-            for subgraph in attribute.graphs:
-                result.extend(proto_nodes(subgraph))
-    return result
 
 
 def _proto_metadata(node: onnx.NodeProto, label: str) -> dict[str, str]:

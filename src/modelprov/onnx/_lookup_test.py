@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import modelprov
-from modelprov import _examples
+from modelprov._cli import _examples
 from modelprov.core._sources import TABLE_KEY, Source, SourceTable, collect_sources, node_label
 from modelprov.errors import InvalidModelError, UsageError
 from modelprov.onnx._lookup import SourceIndex, proto_nodes

@@ -15,7 +15,7 @@ from typing import Literal
 __all__ = ["FunctionizeOptions", "InlineOptions", "Level", "OptimizeOptions", "RecoverOptions"]
 
 Level = Literal["aten", "module"]
-"""What :class:`~modelprov.onnx._functionize.FunctionizePass` wraps into one function."""
+"""What :class:`~modelprov.onnx.functions._functionize.FunctionizePass` wraps into one function."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -41,7 +41,7 @@ class FunctionizeOptions:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class InlineOptions:
-    """The options of ``InlinePass`` (none yet)."""
+    """The options of ``InlineProvenancePass`` (none yet)."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -3,7 +3,7 @@
 torch.onnx decomposes the ExportedProgram before translating it, which renames nodes
 (``pkg.torch.onnx.fx_node`` names the decomposed node). The StableHLO lowering decomposes
 differently. Both exporters therefore also write the name of the node in the user's
-``torch.export`` program (``modelprov._fx_lineage``): ONNX under this key (kept in the
+``torch.export`` program (``modelprov._torch._fx_lineage``): ONNX under this key (kept in the
 sources table like every original key), StableHLO in ``modelprov.source_node`` and the op
 locations, so ``modelprov.join_sources`` can join ONNX nodes and StableHLO ops.
 """
@@ -15,10 +15,10 @@ import json
 import onnx_ir as ir
 import torch
 
-from modelprov._fx_lineage import export_node_names
-from modelprov.core._correspond import all_nodes
+from modelprov._torch._fx_lineage import export_node_names
 from modelprov.core._sources import fx_node_name
-from modelprov.core.keys import SOURCE_NODE_KEY
+from modelprov.core._walks import all_nodes
+from modelprov.keys import SOURCE_NODE_KEY
 
 __all__ = ["SOURCE_NODE_KEY", "format_source_nodes", "record_source_nodes"]
 
@@ -72,7 +72,7 @@ def _add_aliases(
     torch.onnx's decomposition deletes nodes that compute nothing (a ``to`` cast to the
     dtype the tensor has, ``alias``...): their output is their first input, so the ONNX node
     producing that input produces their output too, as the StableHLO side records
-    (``modelprov.stablehlo._aliases``). Each such node's id is appended to the
+    (``modelprov.stablehlo.lower._aliases``). Each such node's id is appended to the
     ``source_node`` of the nodes whose value leaves its producer's group.
     """
     covered = {name for names in named.values() for name in names}

@@ -9,8 +9,8 @@ import torch
 
 import modelprov
 from modelprov.core._sources import shared_id_list
-from modelprov.core.keys import SOURCE_NODE_KEY
-from modelprov.onnx._capture import capture_program
+from modelprov.keys import SOURCE_NODE_KEY
+from modelprov.onnx.export._capture import capture_program
 
 
 class _SameDtypeCast(torch.nn.Module):  # type: ignore[misc]

@@ -17,16 +17,16 @@ from modelprov.audit._audit import metadata_bytes
 from modelprov.audit._diff import DiffReport, Recall, diff
 from modelprov.core._sources import Source, parse_ids
 from modelprov.core._stack_trace import display_path
-from modelprov.core.keys import (
+from modelprov.errors import MetadataError
+from modelprov.keys import (
     NAMESPACE_KEY,
     OUTPUT_OF_KEY,
     REPORT_FORMAT,
     RESERVED_PREFIX,
     TORCH_PREFIX,
 )
-from modelprov.errors import MetadataError
 from modelprov.onnx._lookup import node_sources
-from modelprov.onnx._quant_params import quantization_keys
+from modelprov.onnx.quantize._quant_params import quantization_keys
 from modelprov.report._code import CodeContext
 from modelprov.report._layout import layout_group
 from modelprov.report._pack import REPORT_VERSION

@@ -7,8 +7,8 @@ from collections.abc import Iterable
 from importlib import resources
 from typing import TYPE_CHECKING
 
-from modelprov._io import atomic_write_bytes
-from modelprov.onnx._convert import ModelInput, as_ir
+from modelprov._model_io._convert import ModelInput, as_ir
+from modelprov._model_io._files import atomic_write_bytes
 from modelprov.report._data import report_data
 from modelprov.report._embed import data_element
 

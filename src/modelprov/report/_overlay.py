@@ -19,11 +19,11 @@ from typing import Any
 import onnx_ir as ir
 from onnx_ir.passes.common import NameFixPass
 
-from modelprov._io import atomic_write_bytes
-from modelprov.core._correspond import all_nodes
+from modelprov._model_io._convert import ModelInput, as_ir
+from modelprov._model_io._files import atomic_write_bytes
+from modelprov._model_io._ir_check import checked_clone
+from modelprov.core._walks import all_nodes
 from modelprov.errors import MetadataError
-from modelprov.onnx._convert import ModelInput, as_ir
-from modelprov.onnx._ir_check import checked_clone
 from modelprov.onnx._lookup import node_sources
 from modelprov.report._states import STATE_COLORS, known_sources, node_state
 

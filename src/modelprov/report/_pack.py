@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from modelprov._base._versioned import header_problem
 from modelprov.errors import MetadataError
 from modelprov.keys import REPORT_FORMAT
 from modelprov.report._layout import GAP_X, GAP_Y, NODE_H, NODE_W, PAD
@@ -170,7 +171,7 @@ def _state(confidence: str | None, sources: int) -> str:
 
 def unpack(packed: Mapping[str, Any]) -> dict[str, Any]:
     """The ``report_data`` document a packed one was made from."""
-    if packed.get("format") != REPORT_FORMAT or packed.get("version") != REPORT_VERSION:
+    if header_problem(packed, format=REPORT_FORMAT, versions=(REPORT_VERSION,)):
         raise MetadataError(
             f"report data: expected format {REPORT_FORMAT!r} version {REPORT_VERSION}, got "
             f"{packed.get('format')!r} version {packed.get('version')!r}"

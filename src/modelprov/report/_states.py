@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Final, Literal
 
 from modelprov.core._sources import Source
-from modelprov.core.keys import CONFIDENCE_KEY
+from modelprov.keys import CONFIDENCE_KEY
 
 __all__ = ["CONFIDENCE_KEY", "STATES", "STATE_COLORS", "State", "known_sources", "node_state"]
 

@@ -13,20 +13,20 @@ from modelprov.annotation import annotations as stored_annotations
 from modelprov.annotation import module_paths, normalize_annotations
 from modelprov.annotation._module_outputs import module_output_nodes, per_output_modules
 from modelprov.annotation._values import annotation_value
+from modelprov.core._policy import DEFAULT_POLICIES, Policies
 from modelprov.core._stack_trace import TraceOptions
-from modelprov.core.policy import DEFAULT_POLICIES, Policies
 from modelprov.errors import StableHLOError
-from modelprov.stablehlo._aliases import alias_infos
-from modelprov.stablehlo._attach import attach
-from modelprov.stablehlo._composite_ops import finish_composites, locate_composites
-from modelprov.stablehlo._constant_values import merge_constant_values
-from modelprov.stablehlo._control_flow import branch_sources
-from modelprov.stablehlo._fx_nodes import fx_node_infos, node_info
-from modelprov.stablehlo._jax_compat import ir_context, module_to_bytecode
-from modelprov.stablehlo._lower import ROOT_SCOPE, lower
-from modelprov.stablehlo._numbers import NUMBER_ATTRIBUTES, NumberAttributes, number_kinds
 from modelprov.stablehlo._program import StableHLOProgram
-from modelprov.stablehlo._torchax_compat import import_torchax
+from modelprov.stablehlo.attach._attach import attach
+from modelprov.stablehlo.attach._composite_ops import finish_composites, locate_composites
+from modelprov.stablehlo.attach._constant_values import merge_constant_values
+from modelprov.stablehlo.attach._numbers import NUMBER_ATTRIBUTES, NumberAttributes, number_kinds
+from modelprov.stablehlo.lower._aliases import alias_infos
+from modelprov.stablehlo.lower._control_flow import branch_sources
+from modelprov.stablehlo.lower._fx_nodes import fx_node_infos, node_info
+from modelprov.stablehlo.lower._jax_compat import ir_context, module_to_bytecode
+from modelprov.stablehlo.lower._lower import ROOT_SCOPE, lower
+from modelprov.stablehlo.lower._torchax_compat import import_torchax
 
 __all__ = ["export_stablehlo", "program_from_exported_program", "program_module_paths"]
 

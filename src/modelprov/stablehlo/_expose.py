@@ -17,9 +17,13 @@ from typing import Any
 import numpy as np
 
 from modelprov.errors import StableHLOError
-from modelprov.stablehlo._jax_compat import exported_with_results, ir_context, module_to_bytecode
 from modelprov.stablehlo._program import StableHLOProgram, _to_numpy
 from modelprov.stablehlo._records import OpRecord
+from modelprov.stablehlo.lower._jax_compat import (
+    exported_with_results,
+    ir_context,
+    module_to_bytecode,
+)
 
 __all__ = ["ExposedResult", "Exposure", "expose_node_results"]
 

@@ -16,11 +16,11 @@ from typing import Any
 
 import torch
 
+from modelprov.core._policy import Policies
 from modelprov.core._stack_trace import TraceOptions
-from modelprov.core.policy import Policies
 from modelprov.stablehlo._export import export_stablehlo
-from modelprov.stablehlo._numbers import NumberAttributes
 from modelprov.stablehlo._program import StableHLOProgram
+from modelprov.stablehlo.attach._numbers import NumberAttributes
 
 __all__ = ["StableHLOExportOptions", "StableHLOGraphModule", "exported_program_to_stablehlo"]
 

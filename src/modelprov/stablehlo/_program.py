@@ -239,7 +239,7 @@ def load_exported(path: str | os.PathLike[str]) -> tuple[Any, tuple[np.ndarray[A
 
 def _atomic_write(path: str, data: bytes) -> None:
     # modelprov's one atomic writer: umask permissions, stale temporaries cleaned up.
-    from modelprov._io import atomic_write_bytes
+    from modelprov._model_io._files import atomic_write_bytes
 
     atomic_write_bytes(path, data)
 

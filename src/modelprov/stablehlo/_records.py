@@ -11,12 +11,12 @@ import json
 from collections.abc import Mapping
 
 from modelprov.core._sources import Source
-from modelprov.core.keys import STABLEHLO_MODULE_KEY as MODULE_KEY
-from modelprov.core.keys import STABLEHLO_MODULE_TYPE_KEY as MODULE_TYPE_KEY
-from modelprov.core.keys import STABLEHLO_NODE_KEY as NODE_KEY
-from modelprov.core.keys import STABLEHLO_SOURCE_NODE_KEY as SOURCE_NODE_KEY
-from modelprov.core.keys import STABLEHLO_STACK_KEY as STACK_KEY
-from modelprov.core.keys import STABLEHLO_TARGET_KEY as TARGET_KEY
+from modelprov.keys import STABLEHLO_MODULE_KEY as MODULE_KEY
+from modelprov.keys import STABLEHLO_MODULE_TYPE_KEY as MODULE_TYPE_KEY
+from modelprov.keys import STABLEHLO_NODE_KEY as NODE_KEY
+from modelprov.keys import STABLEHLO_SOURCE_NODE_KEY as SOURCE_NODE_KEY
+from modelprov.keys import STABLEHLO_STACK_KEY as STACK_KEY
+from modelprov.keys import STABLEHLO_TARGET_KEY as TARGET_KEY
 
 __all__ = ["FxNodeInfo", "OpRecord", "provenance_attributes"]
 

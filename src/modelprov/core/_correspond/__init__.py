@@ -8,9 +8,10 @@ computing what it computed:
 
 * :mod:`._anchors_identity`: identity anchors, for in-process passes;
 * :mod:`._anchors_named`: anchors from names and structure, supplied by
-  :mod:`modelprov.onnx._recover` for black-box tools;
+  :mod:`modelprov.onnx.recover._recover` for black-box tools;
 * :mod:`._claims`: the claim phase (fusion, constant folding, rules emitting several nodes);
-* :mod:`._graph`: :class:`Snapshot`, :class:`Change` and graph walks shared by all.
+* :mod:`._graph`: :class:`Snapshot` and :class:`Change`, shared by all (graph walks:
+  :mod:`modelprov.core._walks`).
 """
 
 from __future__ import annotations
@@ -27,23 +28,18 @@ from modelprov.core._correspond._graph import (
     Change,
     Matching,
     Snapshot,
-    all_graphs,
-    all_nodes,
     data_inputs,
-    nodes_and_graphs,
 )
+from modelprov.core._walks import nodes_and_graphs
 
 __all__ = [
     "METADATA_READERS",
     "Change",
     "Matching",
     "Snapshot",
-    "all_graphs",
-    "all_nodes",
     "correspond",
     "data_inputs",
     "literal_key",
-    "nodes_and_graphs",
 ]
 
 

@@ -1,5 +1,5 @@
 """Name and structure anchors, for graphs rebuilt by black-box tools: the caller
-(:mod:`modelprov.onnx._recover`) pairs new nodes and values with old ones; replacements are
+(:mod:`modelprov.onnx.recover._recover`) pairs new nodes and values with old ones; replacements are
 read off the paired nodes' inputs and outputs and the main graph's outputs."""
 
 from __future__ import annotations

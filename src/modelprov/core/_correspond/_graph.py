@@ -9,17 +9,16 @@ from collections.abc import Mapping, Sequence
 
 import onnx_ir as ir
 
+from modelprov.core._walks import nodes_and_graphs
+
 __all__ = [
     "METADATA_READERS",
     "Change",
     "Matching",
     "Snapshot",
-    "all_graphs",
-    "all_nodes",
     "data_inputs",
     "metadata_inputs",
     "new_and_removed",
-    "nodes_and_graphs",
 ]
 
 
@@ -28,8 +27,7 @@ METADATA_READERS = frozenset({"Shape", "Size"})
 ``CastLike`` reads only the dtype of its second input."""
 
 _SUBGRAPH_OPS = frozenset({"If", "Loop", "Scan"})
-_GRAPH = ir.AttributeType.GRAPH
-_GRAPH_KINDS = (_GRAPH, ir.AttributeType.GRAPHS)
+
 
 
 _PARTIAL_READERS = METADATA_READERS | {"CastLike"}
@@ -53,54 +51,6 @@ def metadata_inputs(node: ir.Node, inputs: Sequence[ir.Value | None]) -> list[ir
         return []
     read = inputs if node.op_type in METADATA_READERS else inputs[1:]
     return [value for value in read if value is not None]
-
-
-def all_nodes(graph: ir.Graph) -> list[ir.Node]:
-    """Every node of a graph and of its subgraphs, parents before children (the order of
-    ``ir.traversal.RecursiveGraphIterator``, walked without its per-node generators)."""
-    nodes: list[ir.Node] = []
-    _walk(graph, nodes, [])
-    return nodes
-
-
-def all_graphs(graph: ir.Graph) -> list[ir.Graph]:
-    """A graph and every subgraph under it (If/Loop/Scan bodies), parents first."""
-    graphs = [graph]
-    _walk(graph, [], graphs)
-    return graphs
-
-
-def nodes_and_graphs(graph: ir.Graph) -> tuple[list[ir.Node], list[ir.Graph]]:
-    """``all_nodes`` and ``all_graphs`` of a graph, in one walk."""
-    nodes: list[ir.Node] = []
-    graphs = [graph]
-    _walk(graph, nodes, graphs)
-    return nodes, graphs
-
-
-def _walk(graph: ir.Graph, nodes: list[ir.Node], subgraphs: list[ir.Graph]) -> None:
-    """Appends the nodes of ``graph`` and its subgraphs to ``nodes`` (each node before its
-    subgraphs' nodes) and its subgraphs to ``subgraphs`` (a node's all at once, when the
-    walk reaches it)."""
-    for node in graph:
-        nodes.append(node)
-        # ``Attributes`` is a UserDict: its ``data`` dict is read without per-item calls.
-        attributes = node.attributes
-        attributes = getattr(attributes, "data", attributes)
-        if not attributes:
-            continue
-        inner: list[ir.Graph] = []
-        for attribute in attributes.values():
-            kind = attribute.type
-            if kind not in _GRAPH_KINDS or attribute.is_ref():
-                continue
-            if kind == _GRAPH:
-                inner.append(attribute.as_graph())
-            else:
-                inner.extend(attribute.as_graphs())
-        subgraphs.extend(inner)
-        for subgraph in inner:
-            _walk(subgraph, nodes, subgraphs)
 
 
 @dataclasses.dataclass

@@ -11,10 +11,11 @@ import onnx
 import onnx_ir as ir
 import onnx_ir.passes.common as common
 
-from modelprov.core._correspond import Snapshot, all_graphs, all_nodes, correspond
+from modelprov.core._correspond import Snapshot, correspond
 from modelprov.core._correspond._anchors_identity import match_by_identity
 from modelprov.core._correspond._anchors_named import match_by_anchors
 from modelprov.core._correspond._claims import assign_claims
+from modelprov.core._walks import all_graphs, all_nodes
 
 HEADER = '<ir_version: 10, opset_import: ["" : 18]>\n'
 

@@ -1,0 +1,93 @@
+"""The structure checks of ``_proto_structure`` for an onnx_ir.Model a caller hands over.
+
+A ModelProto is checked before onnx_ir reads it; an ``ir.Model`` was built by the caller,
+so it can hold what a proto check refuses: model-local functions that call themselves
+(onnxscript and onnxruntime then fail deep inside), or a node reading a value no earlier
+node produces (``Model.clone`` fails). :func:`checked_clone` clones and describes such a
+model's problem as an InvalidModelError; :func:`check_functions` is the cheap check of the
+function call graph (its cost is that of the function bodies).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import onnx_ir as ir
+
+from modelprov._model_io._proto_structure import cycle_problem
+from modelprov.errors import InvalidModelError
+
+__all__ = ["check_functions", "checked_clone", "dataflow_problem"]
+
+
+def check_functions(model: ir.Model, where: str = "model") -> None:
+    """InvalidModelError naming the cycle when model-local functions call themselves."""
+    if not model.functions:
+        return
+    keys = set(model.functions)
+    calls = {
+        key: sorted(
+            {
+                (node.domain, node.op_type, node.overload)
+                for node in ir.traversal.RecursiveGraphIterator(function)
+            }
+            & keys
+        )
+        for key, function in model.functions.items()
+    }
+    problem = cycle_problem(calls)
+    if problem:
+        raise InvalidModelError(f"{where}: {problem}")
+
+
+def _nodes_problem(
+    nodes: Iterable[ir.Node], defined: set[ir.Value], outer: Sequence[set[ir.Value]], where: str
+) -> str:
+    for index, node in enumerate(nodes):
+        label = f"{where}node {node.name or index!r} ({node.op_type})"
+        for value in node.inputs:
+            if value is not None and value not in defined and not any(value in s for s in outer):
+                return (
+                    f"{label} reads {value.name!r}, which no input, initializer or earlier node "
+                    "of its graph or of the graphs enclosing it produces"
+                )
+        for attribute in node.attributes.values():
+            if attribute.type == ir.AttributeType.GRAPH:
+                graphs = [attribute.as_graph()]
+            elif attribute.type == ir.AttributeType.GRAPHS:
+                graphs = list(attribute.as_graphs())
+            else:
+                continue
+            for graph in graphs:
+                inner = set(graph.inputs) | set(graph.initializers.values())
+                problem = _nodes_problem(graph, inner, (*outer, defined), f"{label}/")
+                if problem:
+                    return problem
+        defined.update(node.outputs)
+    return ""
+
+
+def dataflow_problem(model: ir.Model) -> str:
+    """A node (main graph, subgraphs, function bodies) reading a value not defined before
+    it, described; empty when there is none."""
+    graph = model.graph
+    problem = _nodes_problem(graph, set(graph.inputs) | set(graph.initializers.values()), (), "")
+    if problem:
+        return problem
+    for (domain, name, overload), function in model.functions.items():
+        label = f"model-local function '{domain}::{name}" + (f":{overload}" if overload else "")
+        problem = _nodes_problem(function, set(function.inputs), (), f"{label}': ")
+        if problem:
+            return problem
+    return ""
+
+
+def checked_clone(model: ir.Model, where: str = "model") -> ir.Model:
+    """``model.clone()`` after :func:`check_functions`; a model onnx_ir cannot clone is an
+    InvalidModelError saying which node reads what (else onnx_ir's own words)."""
+    check_functions(model, where)
+    try:
+        return model.clone()
+    except Exception as error:
+        problem = dataflow_problem(model) or " ".join(f"{type(error).__name__}: {error}".split())
+        raise InvalidModelError(f"{where}: {problem[:500]}") from None

@@ -1,0 +1,2 @@
+"""Functions: functionize, inline, structural hashes, find_calls and the provenance of
+calls."""

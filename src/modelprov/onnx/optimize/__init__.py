@@ -1,0 +1,2 @@
+"""optimize: onnxscript's optimizer and rules, tracked step by step
+(``OptimizeProvenancePass``)."""

@@ -1,0 +1,217 @@
+"""Anchors for convolutions a tool rewrote into a blocked layout (onnxruntime's NCHWc), for
+recover: what the values between them are when no name says it.
+
+onnxruntime's ``all`` level (and any tool doing the same in a custom domain) replaces each
+Conv (with the BatchNorm, activation and residual
+Add it fuses) by a ``com.microsoft.nchwc`` Conv reading and writing a blocked layout, with
+``ReorderInput`` / ``ReorderOutput`` converting at the block's borders. The values inside a
+run of such Convs are fresh: nothing says which original operations each Conv computes.
+
+Each blocked Conv is paired with the original Conv it replaces by structure: the same
+kernel, strides, dilations and groups, weights of the same kernel size and at least the
+original's channels (the tool pads them to its block), and the activation it fused among
+the original Conv's readers; the original reads the value the blocked Conv reads (through
+reorders), or one computed from the previous paired Conv's output without another Conv in
+between. The fresh value a paired Conv reads is then the value the original Conv read (the
+input of a Pad the tool folded into the Conv's pads), and its fused residual input is the
+other operand of the original residual Add: each Conv claims its own block, no more.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import onnx_ir as ir
+
+from modelprov.onnx.recover._anchors_structure import same_type
+
+__all__ = ["anchor_blocked_convs"]
+
+_PLAIN = ("", "ai.onnx")
+_SAME = ("kernel_shape", "strides", "dilations", "group")
+_STEPS = 6  # original nodes between two paired Convs (activation, Pad, Add, ...)
+
+
+def anchor_blocked_convs(new_nodes: list[ir.Node], value_anchors: dict[ir.Value, ir.Value]) -> None:
+    """Adds to ``value_anchors`` (new -> old) the fresh values blocked Convs read."""
+    paired: dict[ir.Node, ir.Node] = {}
+    taken: set[ir.Node] = set()
+    for node in new_nodes:
+        if node.domain in _PLAIN or node.op_type != "Conv" or not node.inputs:
+            continue
+        read = _behind_reorders(node.inputs[0])
+        if read is None:
+            continue
+        old_read = value_anchors.get(read)
+
+        def fits(old: ir.Node, node: ir.Node = node) -> bool:
+            return old not in taken and _fits(node, old)
+
+        if old_read is not None:
+            found = [old for old in _conv_readers(old_read) if fits(old)]
+        else:
+            before = _paired_upstream(read, paired)
+            if before is None:
+                continue
+            found = _nearest_convs_downstream(paired[before], fits)
+        if len(found) != 1:
+            continue
+        (old,) = found
+        paired[node] = old
+        taken.add(old)
+        old_input = _behind_pad(old)
+        if old_read is None and old_input is not None and same_type(old_input, read):
+            value_anchors[read] = old_input
+        _anchor_residual(node, old, value_anchors)
+
+
+def _behind_reorders(value: ir.Value | None) -> ir.Value | None:
+    """The value a blocked node reads, before the reorders into its layout."""
+    for _ in range(8):
+        producer = value.producer() if value is not None else None
+        if producer is None or producer.domain in _PLAIN or producer.op_type != "ReorderInput":
+            return value
+        value = producer.inputs[0] if producer.inputs else None
+    return value
+
+
+def _paired_upstream(value: ir.Value, paired: dict[ir.Node, ir.Node]) -> ir.Node | None:
+    """The nearest paired blocked Conv upstream of a fresh value, through first inputs of
+    the new nodes between (a fused activation such as QuickGelu)."""
+    current: ir.Value | None = value
+    for _ in range(4):
+        producer = current.producer() if current is not None else None
+        if producer is None:
+            return None
+        if producer in paired:
+            return producer
+        if producer.domain not in _PLAIN and producer.op_type == "Conv":
+            return None  # an unpaired Conv: nothing to follow
+        current = producer.inputs[0] if producer.inputs else None
+    return None
+
+
+def _conv_readers(value: ir.Value) -> list[ir.Node]:
+    """Original Convs reading ``value`` in their data slot, directly or through a Pad."""
+    found = []
+    for use in value.uses():
+        reader = use.node
+        if use.idx != 0:
+            continue
+        if _is_conv(reader):
+            found.append(reader)
+        elif _is_pad(reader):
+            found.extend(
+                u.node for u in reader.outputs[0].uses() if u.idx == 0 and _is_conv(u.node)
+            )
+    return found
+
+
+def _nearest_convs_downstream(old: ir.Node, fits: Callable[[ir.Node], bool]) -> list[ir.Node]:
+    """The original Convs that ``fits`` accepts nearest downstream of ``old``'s output, with
+    no other Conv in between (a residual chain repeats equal blocks further down)."""
+    seen: set[ir.Node] = set()
+    frontier = [old.outputs[0]]
+    for _ in range(_STEPS):
+        found: list[ir.Node] = []
+        following: list[ir.Value] = []
+        for value in frontier:
+            for use in value.uses():
+                reader = use.node
+                if reader in seen:
+                    continue
+                seen.add(reader)
+                if _is_conv(reader):
+                    if use.idx == 0 and _is_conv(reader) and fits(reader):
+                        found.append(reader)
+                    continue
+                if _is_pad(reader):
+                    found.extend(
+                        u.node
+                        for u in reader.outputs[0].uses()
+                        if u.idx == 0 and _is_conv(u.node) and fits(u.node)
+                    )
+                    continue
+                following.extend(reader.outputs)
+        if found:
+            return found
+        frontier = following
+    return []
+
+
+def _fits(node: ir.Node, old: ir.Node) -> bool:
+    """True when the blocked Conv ``node`` can be the original Conv ``old`` (module
+    docstring)."""
+    for name in _SAME:
+        mine, theirs = node.attributes.get(name), old.attributes.get(name)
+        if (mine is None) != (theirs is None) or (mine is not None and str(mine) != str(theirs)):
+            return False
+    pads, old_pads = node.attributes.get("pads"), old.attributes.get("pads")
+    if str(pads) != str(old_pads) and _behind_pad(old) is old.inputs[0]:
+        return False  # other pads, and no Pad the tool could have folded in
+    if len(node.inputs) < 2 or len(old.inputs) < 2:
+        return False
+    weight, old_weight = node.inputs[1], old.inputs[1]
+    if weight is None or old_weight is None or weight.shape is None or old_weight.shape is None:
+        return False
+    if not weight.shape.is_static() or not old_weight.shape.is_static():
+        return False
+    shape, old_shape = weight.shape.numpy(), old_weight.shape.numpy()
+    if len(shape) != len(old_shape) or len(shape) < 2:
+        return False
+    if shape[2:] != old_shape[2:] or shape[0] < old_shape[0]:
+        return False
+    activation = node.attributes.get("activation")
+    return activation is None or _reaches_op(old, activation.as_string())
+
+
+def _reaches_op(old: ir.Node, op_type: str) -> bool:
+    """True when an ``op_type`` node reads ``old``'s output, or the output of a residual Add
+    reading it (what a fused activation stands for)."""
+    readers = [use.node for use in old.outputs[0].uses()]
+    readers += [
+        use.node
+        for reader in readers
+        if reader.op_type == "Add" and reader.domain in ("", "ai.onnx")
+        for use in reader.outputs[0].uses()
+    ]
+    return any(reader.op_type == op_type for reader in readers)
+
+
+def _anchor_residual(node: ir.Node, old: ir.Node, value_anchors: dict[ir.Value, ir.Value]) -> None:
+    """A blocked Conv's fused residual input (its fourth) is the other operand of the Add
+    reading the original Conv's output."""
+    if len(node.inputs) < 4 or node.inputs[3] is None:
+        return
+    residual = _behind_reorders(node.inputs[3])
+    if residual is None or residual in value_anchors:
+        return
+    adds = [
+        use.node
+        for use in old.outputs[0].uses()
+        if use.node.op_type == "Add" and use.node.domain in ("", "ai.onnx")
+    ]
+    if len(adds) != 1 or len(adds[0].inputs) != 2:
+        return
+    others = [
+        value for value in adds[0].inputs if value is not None and value is not old.outputs[0]
+    ]
+    if len(others) == 1 and same_type(others[0], residual):
+        value_anchors[residual] = others[0]
+
+
+def _behind_pad(old: ir.Node) -> ir.Value | None:
+    """What the original Conv reads, before a Pad in front of it."""
+    value = old.inputs[0] if old.inputs else None
+    producer = value.producer() if value is not None else None
+    if producer is not None and _is_pad(producer) and producer.inputs:
+        return producer.inputs[0]
+    return value
+
+
+def _is_conv(node: ir.Node) -> bool:
+    return node.op_type == "Conv" and node.domain in _PLAIN
+
+
+def _is_pad(node: ir.Node) -> bool:
+    return node.op_type == "Pad" and node.domain in _PLAIN

@@ -1,0 +1,2 @@
+"""Attaching: provenance and user keys onto the lowered ops (typed numbers, constants named
+by their consumer, XLA's frontend attributes)."""
