@@ -240,12 +240,18 @@ def _element(
 
 def _pair(reference: np.ndarray, candidate: np.ndarray) -> Discrepancy | str:
     if reference.shape != candidate.shape:
-        if reference.size == candidate.size == 1:
-            return measure(reference.reshape(()), candidate.reshape(()))
-        return f"shape {list(candidate.shape)} against the reference's {list(reference.shape)}"
+        if _without_unit_dims(reference.shape) != _without_unit_dims(candidate.shape):
+            return f"shape {list(candidate.shape)} against the reference's {list(reference.shape)}"
+        # Equal but for dimensions of size 1 (a tool moved a Reshape across an elementwise
+        # op, as onnxsim does around GPT-2's GELU): the same elements in the same order.
+        reference = reference.reshape(candidate.shape)
     if not (_numeric(reference) and _numeric(candidate)):
         return f"dtype {candidate.dtype} against the reference's {reference.dtype}"
     return measure(reference, candidate)
+
+
+def _without_unit_dims(shape: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(size for size in shape if size != 1)
 
 
 def _numeric(array: np.ndarray) -> bool:
