@@ -13,9 +13,6 @@ run. A failure hypothesis shrinks is kept below as an explicit regression test.
 from __future__ import annotations
 
 import os
-import re
-import subprocess
-import sys
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -24,6 +21,7 @@ from hypothesis import strategies as st
 from tests._black_box import REWRITES
 from tests._generated_checks import Step, check_case
 from tests._sourced_graphs import build, sourced_graphs
+from tests._thorough import passing_counts
 
 DEFAULT_CASES = 300
 THOROUGH_CASES = 5_000
@@ -60,27 +58,10 @@ def test_claims_stay_in_their_regions_through_optimize_and_tools(graph, steps) -
 def test_five_thousand_generated_cases() -> None:
     """The property above with the thorough profile, in a fresh process (hypothesis binds a
     test's settings when it is defined), reporting at least 5,000 cases."""
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "-m",
-            "not slow",
-            "--hypothesis-show-statistics",
-            f"{__file__}::test_claims_stay_in_their_regions_through_optimize_and_tools",
-        ],
-        env={**os.environ, "MODELPROV_GENERATED": "thorough"},
-        capture_output=True,
-        text=True,
-        check=False,
+    counts = passing_counts(
+        f"{__file__}::test_claims_stay_in_their_regions_through_optimize_and_tools",
+        "MODELPROV_GENERATED",
     )
-    lines = [line for line in result.stdout.splitlines() if "W:onnxruntime" not in line]
-    assert result.returncode == 0, "\n".join(lines)[-6000:]
-    counts = [int(n) for n in re.findall(r"(\d+) passing, ", result.stdout)]
     assert counts and min(counts) >= THOROUGH_CASES, counts
 
 

@@ -10,9 +10,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import re
-import subprocess
-import sys
 import zlib
 from collections.abc import Callable
 
@@ -25,6 +22,7 @@ from modelprov.core import _policy as policy
 from modelprov.core._policy import MergeContext
 from modelprov.core._sources import Source, SourceTable
 from modelprov.errors import MetadataError, PolicyError
+from tests._thorough import passing_counts
 
 THOROUGH_EXAMPLES = 10_000
 _COMMON = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow], "derandomize": True}
@@ -285,24 +283,5 @@ LAWS: list[Callable[[], None]] = [
 def test_every_law_on_ten_thousand_examples() -> None:
     """The properties above with the thorough profile, in a fresh process (hypothesis binds
     a test's settings when it is defined), each reporting at least 10,000 examples."""
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "-m",
-            "not slow",
-            "--hypothesis-show-statistics",
-            __file__,
-        ],
-        env={**os.environ, "MODELPROV_HYPOTHESIS": "thorough"},
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert result.returncode == 0, result.stdout[-3000:]
-    counts = [int(n) for n in re.findall(r"(\d+) passing, ", result.stdout)]
+    counts = passing_counts(__file__, "MODELPROV_HYPOTHESIS")
     assert len(counts) == len(LAWS) and min(counts) >= THOROUGH_EXAMPLES, counts
