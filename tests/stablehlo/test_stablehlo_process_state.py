@@ -1,7 +1,7 @@
 """export_stablehlo leaves the process able to export the next model (issue 24).
 
 torchax's import renames torch's PrivateUse1 backend to ``jax``; before modelprov completed
-that backend (``stablehlo._jax_backend``), every dynamo trace afterwards failed in the process
+that backend (``stablehlo.lower._jax_backend_compat``), every dynamo trace afterwards failed
 ("PyTorch is not linked with support for jax devices"): ONNX export of a ``torch.cond``
 model, strict ``torch.export``. Each check runs in a fresh interpreter, so test order does not
 matter.
@@ -70,7 +70,7 @@ def test_onnx_export_of_a_cond_model_after_export_stablehlo(tmp_path: object) ->
 def test_torch_accelerator_api_answers_after_the_torchax_import() -> None:
     import torch
 
-    from modelprov.stablehlo.lower._jax_backend import accelerator_api_works
+    from modelprov.stablehlo.lower._jax_backend_compat import accelerator_api_works
     from modelprov.stablehlo.lower._torchax_compat import import_torchax
 
     import_torchax()

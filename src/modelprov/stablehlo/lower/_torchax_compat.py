@@ -21,7 +21,7 @@ If jax or torchax is not installed, :class:`~modelprov.errors.MissingDependencyE
 extra to install.
 
 After the import,
-:func:`~modelprov.stablehlo.lower._jax_backend.complete_jax_backend` registers what
+:func:`~modelprov.stablehlo.lower._jax_backend_compat.complete_jax_backend` registers what
 torch needs behind the ``jax`` backend torchax's import declares, so dynamo (``torch.cond``
 export, strict export) keeps working in the process.
 """
@@ -39,7 +39,7 @@ from types import ModuleType
 from typing import Any
 
 from modelprov.errors import MissingDependencyError
-from modelprov.stablehlo.lower._jax_backend import complete_jax_backend
+from modelprov.stablehlo.lower._jax_backend_compat import complete_jax_backend
 
 __all__ = [
     "INSTALL_HINT",
