@@ -14,7 +14,9 @@ the serialized bytes of each public output, as JSON:
 - ``functionize/<level>`` and ``inline/<level>``: ``modelprov.functionize(optimized,
   level=...)`` and ``modelprov.inline`` of it, for the ``aten`` and ``module`` levels;
 - ``report``: the data ``modelprov.report(optimized, before=export)`` embeds (the JSON the
-  page renders, in its packed, deflated form).
+  page renders, in its packed, deflated form);
+- ``quantize``: ``modelprov.quantize`` of the optimized model, calibrated on the case's
+  example inputs (the quantizer attributes its nodes through recover).
 
 An output that raises is fingerprinted as its error's type and first line. ``compare``
 computes them again with the modelprov on ``PYTHONPATH`` and lists every output that
@@ -112,6 +114,7 @@ OUTPUTS = (
     "functionize/module",
     "inline/module",
     "report",
+    "quantize",
 )
 
 _DATA = re.compile(r'<script[^>]*id="report-data"[^>]*>([^<]*)</script>')
@@ -154,7 +157,7 @@ def _guarded(make: Callable[[], bytes]) -> str:
 
 def fingerprints(name: str, cache: str, outputs: tuple[str, ...] = OUTPUTS) -> dict[str, str]:
     """Output label -> SHA-256 of its bytes (or its error), for one zoo case."""
-    export = cached_export(name, cache)[0]
+    export, inputs = cached_export(name, cache)
     found: dict[str, str] = {}
     held: dict[str, Any] = {}
 
@@ -192,6 +195,9 @@ def fingerprints(name: str, cache: str, outputs: tuple[str, ...] = OUTPUTS) -> d
             for level in ("aten", "module")
         },
         "report": lambda: _report_data(modelprov.report(optimized(), before=export)),
+        "quantize": lambda: _model_bytes(
+            modelprov.quantize(ir.to_proto(optimized()), calibration_batches=[tuple(inputs)])
+        ),
     }
     for label in outputs:
         found[label] = _guarded(makers[label])
