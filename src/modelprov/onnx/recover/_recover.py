@@ -37,6 +37,7 @@ from modelprov._model_io._convert import ModelInput, model_input
 from modelprov._model_io._duplicate_keys import merged_entries
 from modelprov._model_io._ir_check import checked_clone
 from modelprov._model_io._proto_check import check_proto, read_proto
+from modelprov._model_io._proto_walk import subgraphs
 from modelprov.core._correspond import Change, Snapshot, correspond
 from modelprov.core._policy import Policies
 from modelprov.core._printable import printable_lines
@@ -171,11 +172,8 @@ def _repair_proto(proto: onnx.ModelProto, policies: Policies | None = None) -> l
     def walk(graph: onnx.GraphProto, prefix: str) -> None:
         for index, node in enumerate(graph.node):
             fix(node.metadata_props, f"{prefix}node {node.name or index!r}")
-            for attribute in node.attribute:
-                if attribute.HasField("g"):
-                    walk(attribute.g, f"{prefix}{node.name}/")
-                for subgraph in attribute.graphs:
-                    walk(subgraph, f"{prefix}{node.name}/")
+            for subgraph in subgraphs(node):
+                walk(subgraph, f"{prefix}{node.name}/")
         for info in [*graph.input, *graph.output, *graph.value_info]:
             fix(info.metadata_props, f"{prefix}value {info.name!r}")
 
