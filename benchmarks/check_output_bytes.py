@@ -18,6 +18,10 @@ the serialized bytes of each public output, as JSON:
 - ``quantize``: ``modelprov.quantize`` of the optimized model, calibrated on the case's
   example inputs (the quantizer attributes its nodes through recover).
 
+``--outputs stablehlo`` (not in the default set: it lowers each case through JAX) adds
+``modelprov.export_stablehlo`` of the case's module: its MLIR with locations and its op
+records.
+
 An output that raises is fingerprinted as its error's type and first line. ``compare``
 computes them again with the modelprov on ``PYTHONPATH`` and lists every output that
 differs from ``FILE``; it exits 1 when one does. Only the public API is used, so the same
@@ -117,6 +121,9 @@ OUTPUTS = (
     "quantize",
 )
 
+EXTRA_OUTPUTS = ("stablehlo",)
+"""Outputs fingerprinted only when ``--outputs`` names them."""
+
 _DATA = re.compile(r'<script[^>]*id="report-data"[^>]*>([^<]*)</script>')
 
 
@@ -153,6 +160,17 @@ def _guarded(make: Callable[[], bytes]) -> str:
     except Exception as error:  # a fingerprint of the failure: versions must fail alike
         first = str(error).splitlines()[0] if str(error) else ""
         return f"error: {type(error).__name__}: {first[:200]}"
+
+
+def _stablehlo_bytes(name: str) -> bytes:
+    import torch
+
+    torch.manual_seed(0)  # the module cached_export builds
+    case = CASES[name]
+    module, args = case.build()
+    shapes = case.dynamic_shapes() if case.dynamic_shapes is not None else None
+    program = modelprov.export_stablehlo(module, args, dynamic_shapes=shapes)
+    return (program.text_with_locations + "\n" + repr(program.ops)).encode("utf-8")
 
 
 def fingerprints(name: str, cache: str, outputs: tuple[str, ...] = OUTPUTS) -> dict[str, str]:
@@ -195,6 +213,7 @@ def fingerprints(name: str, cache: str, outputs: tuple[str, ...] = OUTPUTS) -> d
             for level in ("aten", "module")
         },
         "report": lambda: _report_data(modelprov.report(optimized(), before=export)),
+        "stablehlo": lambda: _stablehlo_bytes(name),
         "quantize": lambda: _model_bytes(
             modelprov.quantize(ir.to_proto(optimized()), calibration_batches=[tuple(inputs)])
         ),
@@ -219,9 +238,9 @@ def main() -> None:
     warnings.simplefilter("ignore")
     names = [m for m in args.models.split(",") if m] or list(CASES)
     outputs = tuple(o for o in args.outputs.split(",") if o) or OUTPUTS
-    unknown = sorted(set(outputs) - set(OUTPUTS))
+    unknown = sorted(set(outputs) - set(OUTPUTS) - set(EXTRA_OUTPUTS))
     if unknown:
-        parser.error(f"unknown outputs {unknown}; choose from {OUTPUTS}")
+        parser.error(f"unknown outputs {unknown}; choose from {OUTPUTS + EXTRA_OUTPUTS}")
     saved: dict[str, dict[str, str]] = {}
     if args.action == "compare":
         with open(args.file) as saved_file:
