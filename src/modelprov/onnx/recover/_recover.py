@@ -18,6 +18,13 @@ Nothing but metadata changes: the tool's nodes, order, names and weights stay as
 First, recover makes sure the tool's model computes what the original computes: both run
 on the same random inputs when they can (``_correspondence_run``), else their structure is
 compared (``_correspondence_check``); ``force`` overrides either refusal, with a warning.
+
+One onnx_ir pipeline (:func:`recover_model`, returning :class:`Recovered`): each model is
+read once as onnx_ir at the edge, the tool's metadata repaired once there (a ModelProto's
+repeated keys merged by policy and invalid UTF-8 replaced before onnx_ir reads it; an
+onnx_ir model's invalid text replaced), then attributed. Only :func:`recover` of a
+ModelProto copies the metadata onto the tool's own proto, so that what it returns is the
+tool's proto, byte for byte, plus metadata.
 """
 
 from __future__ import annotations
