@@ -7,14 +7,16 @@ Usage: python benchmarks/check_output_bytes.py save FILE [--models a,b] [--outpu
 the serialized bytes of each public output, as JSON:
 
 - ``optimize``: ``modelprov.optimize`` of the plain export;
-- ``recover/<tool>``: ``modelprov.recover(optimized, tool_output)`` after each black-box
-  tool (onnxsim, onnxslim, onnxoptimizer, onnxruntime basic/extended/all) ran on the
-  optimized model; a tool's output is cached by the hash of its input, so two versions
-  whose optimize outputs agree recover from the very same bytes;
+- ``recover/<tool>`` and ``recover-report/<tool>``: the model and the JSON report of
+  ``modelprov.recover_with_report(optimized, tool_output)`` (``recover`` is its model)
+  after each black-box tool (onnxsim, onnxslim, onnxoptimizer, onnxruntime
+  basic/extended/all) ran on the optimized model; a tool's output is cached by the hash
+  of its input, so two versions whose optimize outputs agree recover from the same bytes;
 - ``functionize/<level>`` and ``inline/<level>``: ``modelprov.functionize(optimized,
   level=...)`` and ``modelprov.inline`` of it, for the ``aten`` and ``module`` levels;
 - ``report``: the data ``modelprov.report(optimized, before=export)`` embeds (the JSON the
-  page renders, in its packed, deflated form);
+  page renders, in its packed, deflated form); ``overlay`` and ``audit``: the JSON of
+  ``modelprov.overlay(optimized)`` and ``modelprov.audit(optimized)``;
 - ``quantize``: ``modelprov.quantize`` of the optimized model, calibrated on the case's
   example inputs (the quantizer attributes its nodes through recover).
 
@@ -113,11 +115,14 @@ TOOLS: dict[str, Callable[[onnx.ModelProto], onnx.ModelProto]] = {
 OUTPUTS = (
     "optimize",
     *(f"recover/{tool}" for tool in TOOLS),
+    *(f"recover-report/{tool}" for tool in TOOLS),
     "functionize/aten",
     "inline/aten",
     "functionize/module",
     "inline/module",
     "report",
+    "overlay",
+    "audit",
     "quantize",
 )
 
@@ -194,14 +199,20 @@ def fingerprints(name: str, cache: str, outputs: tuple[str, ...] = OUTPUTS) -> d
             held[level] = modelprov.functionize(optimized(), level=level)  # type: ignore[call-overload]
         return held[level]  # type: ignore[no-any-return]
 
-    def recovered(tool: str) -> bytes:
-        original = optimized_bytes()
-        output = _tool_output(tool, original)
-        return _model_bytes(modelprov.recover(onnx.load_from_string(original), output))
+    def recovered(tool: str) -> tuple[onnx.ModelProto, Any]:
+        if tool not in held:
+            original = optimized_bytes()
+            output = _tool_output(tool, original)
+            held[tool] = modelprov.recover_with_report(onnx.load_from_string(original), output)
+        return held[tool]  # type: ignore[no-any-return]
 
     makers: dict[str, Callable[[], bytes]] = {
         "optimize": optimized_bytes,
-        **{f"recover/{tool}": lambda tool=tool: recovered(tool) for tool in TOOLS},
+        **{f"recover/{tool}": lambda tool=tool: _model_bytes(recovered(tool)[0]) for tool in TOOLS},
+        **{
+            f"recover-report/{tool}": lambda tool=tool: recovered(tool)[1].to_json().encode()
+            for tool in TOOLS
+        },
         **{
             f"functionize/{level}": lambda level=level: _model_bytes(functionized(level))
             for level in ("aten", "module")
@@ -213,6 +224,8 @@ def fingerprints(name: str, cache: str, outputs: tuple[str, ...] = OUTPUTS) -> d
             for level in ("aten", "module")
         },
         "report": lambda: _report_data(modelprov.report(optimized(), before=export)),
+        "overlay": lambda: json.dumps(modelprov.overlay(optimized()), sort_keys=True).encode(),
+        "audit": lambda: modelprov.audit(optimized()).to_json().encode(),
         "stablehlo": lambda: _stablehlo_bytes(name),
         "quantize": lambda: _model_bytes(
             modelprov.quantize(ir.to_proto(optimized()), calibration_batches=[tuple(inputs)])
