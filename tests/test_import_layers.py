@@ -1,6 +1,7 @@
-"""The package's import graph, read from the source: no circle, and no import from a lower
-layer to a higher one (the layers of docs/architecture.md). Imports inside functions count;
-those under ``if TYPE_CHECKING:`` (annotations only) do not."""
+"""The house's shape, read from the source: the import graph has no circle and no import
+from a lower layer to a higher one (the layers of docs/architecture.md), and no folder holds
+more than 14 modules. Imports inside functions count; those under ``if TYPE_CHECKING:``
+(annotations only) do not."""
 
 from __future__ import annotations
 
@@ -166,3 +167,15 @@ def test_the_graph_sees_imports_inside_functions() -> None:
     graph = import_graph()
     # _cli/_commands.py imports recover inside its command handler.
     assert "modelprov.onnx.recover._recover" in graph["modelprov._cli._commands"]
+
+
+def test_no_folder_holds_more_than_14_modules() -> None:
+    """As docs/architecture.md counts them: ``.py`` files directly in a folder,
+    ``__init__.py`` included and ``*_test.py`` left out."""
+    counts: dict[str, int] = {}
+    for path in PACKAGE.rglob("*.py"):
+        if not path.name.endswith("_test.py"):
+            folder = str(path.parent.relative_to(PACKAGE.parent))
+            counts[folder] = counts.get(folder, 0) + 1
+    assert {folder: n for folder, n in counts.items() if n > 14} == {}
+    assert max(counts.values()) >= 2  # the walk saw the package
