@@ -23,8 +23,10 @@ One onnx_ir pipeline (:func:`recover_model`, returning :class:`Recovered`): each
 read once as onnx_ir at the edge, the tool's metadata repaired once there (a ModelProto's
 repeated keys merged by policy and invalid UTF-8 replaced before onnx_ir reads it; an
 onnx_ir model's invalid text replaced), then attributed. Only :func:`recover` of a
-ModelProto copies the metadata onto the tool's own proto, so that what it returns is the
-tool's proto, byte for byte, plus metadata.
+ModelProto copies the metadata (the model's, every node's and every named value's, in
+subgraphs too) onto the tool's own proto, so that what it returns is the tool's proto, byte
+for byte, plus metadata: ``ir.to_proto`` would rewrite the tool's value_info (dropping or
+adding entries, sorting keys) and serialize every weight again.
 """
 
 from __future__ import annotations
