@@ -1,0 +1,141 @@
+"""One op per constant value XLA folds to, not only per identical op.
+
+``_constant_values`` merges constant-only ops that are the same op. Different ops can fold
+to the same constant: JAX's variance divides by ``broadcast_in_dim(32)`` and also by
+``broadcast_in_dim(32 - 0)`` (its ``N - ddof``). XLA's MLIR folder turns both into one splat
+constant and, merging them, drops the location (``_constant_values``): the instruction it
+becomes, and the reciprocal XLA's simplifier makes of it, are named by no node.
+
+:func:`merge_folded_constant_values` asks XLA itself which constant-only ops of ``main``
+fold to the same constant: a copy of the module whose ``main`` returns every constant-only
+value is converted to HLO by XLA's own MLIR-to-HLO conversion (the one ``jax.jit`` runs,
+folder included); two values it returns as the same instruction are one constant. Those ops
+are merged as ``_constant_values`` does (the first one stays, its location a ``FusedLoc`` of
+every copy's), and constant-only ops left unused are removed. What XLA computes is the same:
+it made them one constant anyway. When the conversion fails, nothing is merged.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable
+from typing import Any
+
+from modelprov.stablehlo.attach._constant_values import NOT_VALUES
+
+__all__ = ["merge_folded_constant_values"]
+
+_LOG = logging.getLogger(__name__)
+
+_ROOT_TUPLE = re.compile(r"^\s*ROOT\s+%?[\w.\-]+\s*=.*?\btuple\((?P<operands>[^)]*)\)", re.M)
+_NEVER = NOT_VALUES | {"stablehlo.composite", "func.call"}
+
+
+def merge_folded_constant_values(module: Any, to_hlo: Callable[[str], str]) -> int:
+    """Merge the constant-only ops of ``module``'s ``main`` (an ``ir.Module``, edited in
+    place, inside its context) that XLA folds to the same constant; ``to_hlo`` converts
+    MLIR text to HLO text with XLA. Returns how many ops were removed."""
+    from jaxlib.mlir import ir
+
+    block = _main_block(module)
+    if block is None:
+        return 0
+    operations = [op.operation for op in block.operations]
+    constant = _constant_only(operations)
+    candidates = [
+        i
+        for i in constant
+        if len(operations[i].results) == 1
+        and isinstance(operations[i].results[0].type, ir.RankedTensorType)
+        and ir.RankedTensorType(operations[i].results[0].type).has_static_shape
+    ]
+    if len(candidates) < 2:
+        return 0
+    try:
+        instructions = _folded_instructions(module, candidates, to_hlo)
+    except Exception as error:  # XLA could not convert the copy: merge nothing
+        _LOG.debug("constant values not folded by XLA: %s", error)
+        return 0
+    if len(instructions) != len(candidates):
+        return 0
+    groups: dict[str, list[int]] = {}
+    for index, instruction in zip(candidates, instructions, strict=True):
+        groups.setdefault(instruction, []).append(index)
+    removed = 0
+    for indices in groups.values():
+        survivor = operations[indices[0]]
+        copies = [
+            operations[i]
+            for i in indices[1:]
+            if str(operations[i].results[0].type) == str(survivor.results[0].type)
+        ]
+        if not copies:
+            continue
+        survivor.location = ir.Location.fused([survivor.location, *(c.location for c in copies)])
+        for copy in copies:
+            copy.results[0].replace_all_uses_with(survivor.results[0])
+    for index in reversed(constant):  # constant-only ops nothing reads any more
+        operation = operations[index]
+        if all(not list(result.uses) for result in operation.results):
+            operation.erase()
+            removed += 1
+    return removed
+
+
+def _main_block(module: Any) -> Any:
+    from jaxlib.mlir import ir
+
+    for function in module.body.operations:
+        operation = function.operation
+        if (
+            operation.name == "func.func"
+            and ir.StringAttr(operation.attributes["sym_name"]).value == "main"
+        ):
+            return operation.regions[0].blocks[0]
+    return None
+
+
+def _constant_only(operations: list[Any]) -> list[int]:
+    """Indices of the constant-only ops: no operands, or only constant-only operands (no
+    calls, side effects or regions)."""
+    found: dict[Any, int] = {}
+    for index, operation in enumerate(operations):
+        if operation.name in _NEVER or len(operation.regions) or not len(operation.results):
+            continue
+        producers = [getattr(operand.owner, "operation", None) for operand in operation.operands]
+        if all(producer is not None and producer in found for producer in producers):
+            found[operation] = index
+    return sorted(found.values())
+
+
+def _folded_instructions(
+    module: Any, candidates: list[int], to_hlo: Callable[[str], str]
+) -> list[str]:
+    """The HLO instruction XLA makes of each candidate's value, in order."""
+    from jaxlib.mlir import ir
+    from jaxlib.mlir.dialects import func
+
+    copy = ir.Module.parse(module.operation.get_asm(enable_debug_info=False))
+    block = _main_block(copy)
+    operations = [op.operation for op in block.operations]
+    keep = set(_constant_only(operations))
+    values = [operations[i].results[0] for i in candidates]
+    function = block.owner
+    inputs = ir.FunctionType(ir.TypeAttr(function.attributes["function_type"]).value).inputs
+    terminator = operations[-1]
+    with ir.InsertionPoint.at_block_terminator(block), terminator.location:
+        func.ReturnOp(values)
+    terminator.erase()
+    for index in reversed(range(len(operations) - 1)):
+        if index not in keep:
+            operations[index].erase()
+    function.attributes["function_type"] = ir.TypeAttr.get(
+        ir.FunctionType.get(inputs, [value.type for value in values])
+    )
+    if "res_attrs" in function.attributes:
+        del function.attributes["res_attrs"]
+    match = _ROOT_TUPLE.search(to_hlo(copy.operation.get_asm(enable_debug_info=False)))
+    if match is None:
+        return []
+    return [name.strip().lstrip("%") for name in match["operands"].split(",")]
