@@ -10,9 +10,12 @@ becomes, and the reciprocal XLA's simplifier makes of it, are named by no node.
 fold to the same constant: a copy of the module whose ``main`` returns every constant-only
 value is converted to HLO by XLA's own MLIR-to-HLO conversion (the one ``jax.jit`` runs,
 folder included); two values it returns as the same instruction are one constant. Those ops
-are merged as ``_constant_values`` does (the first one stays, its location a ``FusedLoc`` of
-every copy's), and constant-only ops left unused are removed. What XLA computes is the same:
-it made them one constant anyway. When the conversion fails, nothing is merged.
+are merged as ``_constant_values`` does: the first one stays and gives the value to the
+others' users. A copy, and each constant-only op that only fed copies, is removed and named in
+the location of the op now giving its value (a ``FusedLoc``); one whose value no op left
+gives stays, unread (XLA drops it; it keeps its node's name in the StableHLO). What XLA
+computes is the same: it made them one constant anyway. When the conversion fails, nothing
+is merged.
 """
 
 from __future__ import annotations
@@ -62,24 +65,63 @@ def merge_folded_constant_values(module: Any, to_hlo: Callable[[str], str]) -> i
     groups: dict[str, list[int]] = {}
     for index, instruction in zip(candidates, instructions, strict=True):
         groups.setdefault(instruction, []).append(index)
-    removed = 0
+    position = {operation: index for index, operation in enumerate(operations)}
+    users = {  # before any op is erased: ops are compared by position afterwards
+        index: [
+            position.get(getattr(use.owner, "operation", use.owner))
+            for result in operations[index].results
+            for use in result.uses
+        ]
+        for index in constant
+    }
+    absorber: dict[int, int] = {}  # a merged copy -> the op that now gives its value
     for indices in groups.values():
         survivor = operations[indices[0]]
-        copies = [
-            operations[i]
-            for i in indices[1:]
-            if str(operations[i].results[0].type) == str(survivor.results[0].type)
+        for index in indices[1:]:
+            copy = operations[index]
+            if str(copy.results[0].type) == str(survivor.results[0].type):
+                copy.results[0].replace_all_uses_with(survivor.results[0])
+                absorber[index] = indices[0]
+    for index in constant:  # a survivor now also feeds its copies' users
+        users[index] += [
+            position.get(getattr(use.owner, "operation", use.owner))
+            for result in operations[index].results
+            for use in result.uses
         ]
-        if not copies:
-            continue
-        survivor.location = ir.Location.fused([survivor.location, *(c.location for c in copies)])
-        for copy in copies:
-            copy.results[0].replace_all_uses_with(survivor.results[0])
-    for index in reversed(constant):  # constant-only ops nothing reads any more
+    # Copies, and the constant-only ops only they read, are gone; the op now giving their
+    # value is made from them: its location names each (XLA folds them into it anyway).
+    made_from: dict[int, list[Any]] = {}
+    erased: set[int] = set()
+    removed = 0
+    for index in reversed(constant):
         operation = operations[index]
-        if all(not list(result.uses) for result in operation.results):
-            operation.erase()
-            removed += 1
+        if any(list(result.uses) for result in operation.results):
+            continue
+        target = absorber.get(index)
+        if target is None:  # a user that went, last first: the latest value made from it
+            target = next(
+                (absorber[u] for u in reversed(users[index]) if u in absorber and u != index),
+                None,
+            )
+        seen = {index}
+        while target is not None and target in erased and target not in seen:
+            seen.add(target)  # it went too: to what took it
+            target = absorber.get(target)
+        if target in seen:
+            target = None
+        if target is None:
+            continue  # no op left names it: it stays, unread (XLA drops it), with its name
+        absorber[index] = target  # and what this op was made from, if it survived a merge
+        inherited = made_from.pop(index, [])
+        made_from.setdefault(target, []).extend([*inherited, operation.location])
+        operation.erase()
+        erased.add(index)
+        removed += 1
+    for survivor, locations in made_from.items():
+        if survivor in erased:
+            continue
+        kept = operations[survivor]
+        kept.location = ir.Location.fused([kept.location, *reversed(locations)])
     return removed
 
 
