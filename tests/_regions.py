@@ -11,8 +11,10 @@ input and ``CastLike`` only the dtype of its second (the walk does not go throug
 and when a tensor matches several original values on one chain (an identity, a cancelling
 pair), the most upstream one bounds the region, so an eliminated no-op may go to the producer
 or to the consumer of the value replacing it. A node whose outputs match only values its
-inputs were computed from (glue a fusion adds, such as a Reshape undoing a view so that a
-fused attention gets its layout) computes nothing new: its region is that of its consumers.
+inputs were computed from, or values its inputs equal (glue a fusion adds, such as a Reshape
+undoing a view so that a fused attention gets its layout; a layout conversion that moves no
+element, its input equal to an Identity's input and output), computes nothing new: its
+region is that of its consumers.
 """
 
 from __future__ import annotations
@@ -242,11 +244,13 @@ def check_regions(before: ir.Model, after: ir.Model, inputs: Sequence[np.ndarray
         if node.graph is not after.graph:
             continue
         stops: set[ir.Value] = set()
+        read: set[ir.Value] = set()  # every original value an input equals
         for value in data_inputs(node):
             if value in dynamic:
                 stops.update(input_stops(value))
+                read.update(matched(value, True))
         targets = [m for value in node.outputs for m in output_matches(value)]
-        if targets and all(_recreates(original, target, stops) for target in targets):
+        if targets and all(_recreates(original, target, stops | read) for target in targets):
             # A no-op in contents (part of a rewrite, e.g. a reshape that a transpose
             # undoes, or one giving a fused op back the layout a view had changed): it
             # belongs to what its consumers compute.

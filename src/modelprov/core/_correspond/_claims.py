@@ -489,12 +489,20 @@ def is_layout_reorder(node: ir.Node) -> bool:
 
 def _moves_nothing(reorder: ir.Node, computing: ir.Node) -> bool:
     """True when ``reorder`` hands back a value of static shape whose spatial dimensions
-    are all 1, computed by a Conv with as many output channels as the value has: its
-    blocked layout holds the elements in the plain order."""
+    are all 1, computed by a Conv with as many output channels as the value has (or by
+    nodes working in its layout after it, such as an activation beside it): its blocked
+    layout holds the elements in the plain order."""
     shape = reorder.outputs[0].shape
     if shape is None or not shape.is_static() or len(shape) < 3:
         return False
     dims = shape.numpy()
+    for _ in range(4):  # back through the nodes after the Conv, first inputs
+        if computing.op_type == "Conv" or not computing.inputs or computing.inputs[0] is None:
+            break
+        upstream = computing.inputs[0].producer()
+        if upstream is None:
+            return False
+        computing = upstream
     if (
         any(dim != 1 for dim in dims[2:])
         or computing.op_type != "Conv"
