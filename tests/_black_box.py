@@ -783,6 +783,33 @@ def _whole_block(name: str, inputs: list[ir.Value], nodes: list[ir.Node]) -> ir.
     return ir.Function(WHOLE_BLOCK_DOMAIN, name, "", graph=body, attributes=[])
 
 
+def split_shape(graph: ir.Graph, rng: random.Random, touched: set[ir.Node]) -> None:
+    """onnxruntime's transpose optimizer on ``Shape(Transpose(x, perm))``: a new ``Shape``
+    of ``x`` under the old node's name (its output renamed) and a ``Gather`` of ``perm``
+    from it taking the old output's name (dynamic BERT's attention)."""
+    for node in list(graph):
+        if node.op_type != "Shape" or node.domain not in ("", "ai.onnx") or node in touched:
+            continue
+        producer = node.inputs[0].producer() if node.inputs[0] is not None else None
+        if (
+            node.attributes
+            or producer is None
+            or producer.op_type != "Transpose"
+            or "perm" not in producer.attributes
+            or producer.inputs[0] is None
+        ):
+            continue
+        perm = np.array(producer.attributes["perm"].as_ints(), np.int64)
+        shape = ir.node("Shape", [producer.inputs[0]], name=node.name)
+        shape.outputs[0].name = _fresh(graph, "shape_")
+        indices = _initializer(graph, _fresh(graph, "perm_"), perm)
+        gather = ir.node("Gather", [shape.outputs[0], indices], attributes={"axis": 0})
+        gather.name = _fresh(graph, "Gather_")
+        graph.insert_before(node, shape)
+        _replace_node(graph, node, gather, touched)
+        touched.add(shape)
+
+
 REWRITES: dict[str, Rewrite] = {
     "rename_values": rename_values,
     "rename_nodes": rename_nodes,
@@ -799,6 +826,7 @@ REWRITES: dict[str, Rewrite] = {
     "insert_layout": insert_layout,
     "block_layout": block_layout,
     "block_layout_whole_channels": block_layout_whole_channels,
+    "split_shape": split_shape,
 }
 
 

@@ -64,13 +64,29 @@ def data_inputs(node: ir.Node) -> list[ir.Value]:
 
 
 def dynamic_values(graph: ir.Graph) -> set[ir.Value]:
-    """Values whose contents depend on a graph input (initializers are not inputs here)."""
+    """Values whose contents depend on a graph input (initializers are not inputs here):
+    what a node computes from their contents, and the shape of one whose dimensions the
+    inputs' symbolic dimensions set (a ``Shape`` in a dynamic-shape export: its output
+    changes with the input, it is the operation's own shape arithmetic, not a constant)."""
     initializers = set(graph.initializers.values())
-    dynamic = {value for value in graph.inputs if value not in initializers}
+    inputs = [value for value in graph.inputs if value not in initializers]
+    dynamic = set(inputs)
+    symbolic = any(value.shape is not None and not value.shape.is_static() for value in inputs)
     for node in graph:
-        if any(value in dynamic for value in data_inputs(node)):
+        if any(value in dynamic for value in data_inputs(node)) or (
+            symbolic and _reads_a_varying_shape(node, dynamic)
+        ):
             dynamic.update(node.outputs)
     return dynamic
+
+
+def _reads_a_varying_shape(node: ir.Node, dynamic: set[ir.Value]) -> bool:
+    """True for a ``Shape`` or ``Size`` of a value computed from the inputs whose shape is
+    not known to be static."""
+    if node.domain not in ("", "ai.onnx") or node.op_type not in METADATA_READERS:
+        return False
+    value = node.inputs[0] if node.inputs else None
+    return value in dynamic and (value.shape is None or not value.shape.is_static())
 
 
 @dataclasses.dataclass
