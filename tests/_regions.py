@@ -13,8 +13,8 @@ pair), the most upstream one bounds the region, so an eliminated no-op may go to
 or to the consumer of the value replacing it. A node whose outputs match only values its
 inputs were computed from, or values its inputs equal (glue a fusion adds, such as a Reshape
 undoing a view so that a fused attention gets its layout; a layout conversion that moves no
-element, its input equal to an Identity's input and output), computes nothing new: its
-region is that of its consumers.
+element, its input equal to an Identity's input and output, a graph input included),
+computes nothing new: its region is that of its consumers.
 """
 
 from __future__ import annotations
@@ -250,6 +250,16 @@ def check_regions(before: ir.Model, after: ir.Model, inputs: Sequence[np.ndarray
             value, lambda current: _most_upstream(original, matched(current, True)), upstream
         )
 
+    input_arrays = {
+        value: np.asarray(array) for value, array in zip(after.graph.inputs, inputs, strict=False)
+    }
+
+    def equals(value: ir.Value) -> list[ir.Value]:
+        # Every original value an input equals (a graph input too: an Identity of it).
+        array = arrays.get(value.name or "")
+        array = input_arrays.get(value) if array is None else array
+        return [] if array is None else original.matches(array, dynamic=True)
+
     violations: list[tuple[str, str]] = []
     regions: dict[str, set[str]] = {}
     shared: dict[str, set[str]] = {}
@@ -264,7 +274,7 @@ def check_regions(before: ir.Model, after: ir.Model, inputs: Sequence[np.ndarray
         for value in data_inputs(node):
             if value in dynamic:
                 stops.update(input_stops(value))
-                read.update(matched(value, True))
+                read.update(equals(value))
         targets = [m for value in node.outputs for m in output_matches(value)]
         if targets and all(_recreates(original, target, stops | read) for target in targets):
             # A no-op in contents (part of a rewrite, e.g. a reshape that a transpose

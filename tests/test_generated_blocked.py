@@ -59,3 +59,32 @@ def test_blocked_nodes_claim_their_own_region_at_one_pixel(case) -> None:
 )
 def test_blocked_regression(blocks) -> None:
     check_case(build("pixel", blocks, 0), [Step("tool", ("block_layout_whole_channels",))])
+
+
+@pytest.mark.parametrize(
+    ("blocks", "seed", "rewrites", "tool_seed", "keep"),
+    [
+        pytest.param(
+            ("noop", "conv", "conv", "bn", "conv", "noop"),
+            7097,
+            ("block_layout_whole_channels", "merge_equal_constants"),
+            356,
+            False,
+            id="a-reorder-of-the-input-an-identity-read-moves-nothing",
+        ),
+        pytest.param(
+            ("noop", "conv", "noop"),
+            6429,
+            ("block_layout_whole_channels", "reorder", "fuse_conv_bn"),
+            341,
+            True,
+            id="a-reorder-of-the-input-carries-the-conv-it-converts-for",
+        ),
+    ],
+)
+def test_blocked_after_optimize_regression(blocks, seed, rewrites, tool_seed, keep) -> None:
+    """Found by a wider sweep: after optimize removed the Identity reading the input, the
+    ReorderInput of the input moves nothing and equals the Identity's output too."""
+    check_case(
+        build("pixel", blocks, seed), [Step("optimize"), Step("tool", rewrites, tool_seed, keep)]
+    )
