@@ -8,8 +8,9 @@ becomes, and the reciprocal XLA's simplifier makes of it, are named by no node.
 
 :func:`merge_folded_constant_values` asks XLA itself which constant-only ops of ``main``
 fold to the same constant: a copy of the module whose ``main`` returns every constant-only
-value is converted to HLO by XLA's own MLIR-to-HLO conversion (the one ``jax.jit`` runs,
-folder included); two values it returns as the same instruction are one constant. Those ops
+value an op of the model reads (the constant-only ops feeding it are part of it) is
+converted to HLO by XLA's own MLIR-to-HLO conversion (the one ``jax.jit`` runs, folder
+included); two values it returns as the same instruction are one constant. Those ops
 are merged as ``_constant_values`` does: the first one stays and gives the value to the
 others' users. A copy, and each constant-only op that only fed copies, is removed and named in
 the location of the op now giving its value (a ``FusedLoc``); one whose value no op left
@@ -46,12 +47,17 @@ def merge_folded_constant_values(module: Any, to_hlo: Callable[[str], str]) -> i
         return 0
     operations = [op.operation for op in block.operations]
     constant = _constant_only(operations)
-    candidates = [
+    inside = {operations[i] for i in constant}
+    candidates = [  # the values the model's own ops read: constant-only ops feed the rest
         i
         for i in constant
         if len(operations[i].results) == 1
         and isinstance(operations[i].results[0].type, ir.RankedTensorType)
         and ir.RankedTensorType(operations[i].results[0].type).has_static_shape
+        and any(
+            getattr(use.owner, "operation", use.owner) not in inside
+            for use in operations[i].results[0].uses
+        )
     ]
     if len(candidates) < 2:
         return 0
