@@ -135,7 +135,7 @@ def _keep_on_values(proto: onnx.ModelProto, seed: int) -> onnx.ModelProto:
 
 
 @settings(
-    max_examples=60,
+    max_examples=150,
     deadline=None,
     derandomize=True,
     database=None,
