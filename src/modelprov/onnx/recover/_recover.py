@@ -23,8 +23,10 @@ One onnx_ir pipeline (:func:`recover_model`, returning :class:`Recovered`): each
 read once as onnx_ir at the edge, the tool's metadata repaired once there (a ModelProto's
 repeated keys merged by policy and invalid UTF-8 replaced before onnx_ir reads it; an
 onnx_ir model's invalid text replaced), then attributed. Only :func:`recover` of a
-ModelProto copies the metadata onto the tool's own proto, so that what it returns is the
-tool's proto, byte for byte, plus metadata.
+ModelProto copies the metadata (the model's, every node's and every named value's, in
+subgraphs too) onto the tool's own proto, so that what it returns is the tool's proto, byte
+for byte, plus metadata: ``ir.to_proto`` would rewrite the tool's value_info (dropping or
+adding entries, sorting keys) and serialize every weight again.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ import dataclasses
 import json
 import logging
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, overload
 
 import onnx
@@ -52,7 +54,6 @@ from modelprov.core._provenance import Provenance
 from modelprov.core._walks import all_nodes
 from modelprov.errors import CorrespondenceError, keyword
 from modelprov.keys import CONFIDENCE_KEY, RECOVER_REPORT_FORMAT
-from modelprov.onnx._lookup import proto_nodes
 from modelprov.onnx._pass_options import RecoverOptions
 from modelprov.onnx.recover._anchors_blocked import anchor_blocked_convs
 from modelprov.onnx.recover._anchors_structure import (
@@ -468,36 +469,65 @@ def recover_ir(
 
 
 def _copy_metadata(source: ir.Model, target: onnx.ModelProto) -> None:
-    """Copies node, value and model metadata from an ir model onto its proto twin."""
-    target_nodes = proto_nodes(target.graph)
-    source_nodes = all_nodes(source.graph)
-    if len(target_nodes) != len(source_nodes):
+    """Copies the metadata of an ir model onto the proto it was read from (node for node):
+    the model's, and per graph (subgraphs included) the graph's, every node's, and every
+    named value's (graph inputs and outputs, initializers, node outputs) where onnx_ir's
+    serializer writes it: on the value's entries in ``input``, ``output`` and
+    ``value_info``, and on a new ``value_info`` entry for a value that has none."""
+    _replace_entries(target.metadata_props, source.metadata_props)
+    _copy_graph_metadata(source.graph, target.graph)
+
+
+def _copy_graph_metadata(graph: ir.Graph, proto: onnx.GraphProto) -> None:
+    if len(graph) != len(proto.node):
         raise AssertionError("node count changed while recovering; this is a modelprov bug")
-    value_props: dict[str, dict[str, str]] = {}
-    for node, proto_node in zip(source_nodes, target_nodes, strict=True):
-        del proto_node.metadata_props[:]
-        for key, value in node.metadata_props.items():
-            entry = proto_node.metadata_props.add()
-            entry.key, entry.value = key, value
+    _replace_entries(proto.metadata_props, graph.metadata_props)
+    values: dict[str, ir.Value] = {value.name: value for value in graph.inputs if value.name}
+    for name, value in graph.initializers.items():
+        values.setdefault(name, value)
+    for node, proto_node in zip(graph, proto.node, strict=True):
+        _replace_entries(proto_node.metadata_props, node.metadata_props)
         for output in node.outputs:
-            if output.metadata_props and output.name:
-                value_props[output.name] = dict(output.metadata_props)
-    del target.metadata_props[:]
-    for key, value in source.metadata_props.items():
-        entry = target.metadata_props.add()
-        entry.key, entry.value = key, value
-    infos = {info.name: info for info in [*target.graph.output, *target.graph.value_info]}
-    for info in infos.values():
-        del info.metadata_props[:]
-    for name, props in value_props.items():
-        info = infos.get(name)
-        if info is None:
-            info = target.graph.value_info.add()
+            if output.name:
+                values.setdefault(output.name, output)
+        for attribute in proto_node.attribute:
+            held = node.attributes.get(attribute.name)
+            if attribute.type == onnx.AttributeProto.GRAPH and isinstance(held, ir.Attr):
+                _copy_graph_metadata(held.as_graph(), attribute.g)
+            elif attribute.type == onnx.AttributeProto.GRAPHS and isinstance(held, ir.Attr):
+                for subgraph, subgraph_proto in zip(
+                    held.as_graphs(), attribute.graphs, strict=True
+                ):
+                    _copy_graph_metadata(subgraph, subgraph_proto)
+    for value in graph.outputs:
+        if value.name:
+            values.setdefault(value.name, value)
+    described: set[str] = set()
+    for info in [*proto.input, *proto.output, *proto.value_info]:
+        named = values.get(info.name)
+        described.add(info.name)
+        # An entry naming no value of this graph is one onnx_ir does not read (nor write):
+        # it holds no metadata of the model's.
+        _replace_entries(info.metadata_props, named.metadata_props if named is not None else {})
+    for name, value in values.items():
+        if value.metadata_props and name not in described:
+            info = proto.value_info.add()
             info.name = name
-            infos[name] = info
-        for key, value in props.items():
-            entry = info.metadata_props.add()
-            entry.key, entry.value = key, value
+            _replace_entries(info.metadata_props, value.metadata_props)
+
+
+def _replace_entries(entries: Any, props: Mapping[str, str]) -> None:
+    """Makes repeated StringStringEntryProto ``entries`` hold ``props``, in its order (left
+    as they are when they do already)."""
+    if len(entries) == len(props) and all(
+        entry.key == key and entry.value == value
+        for entry, (key, value) in zip(entries, props.items(), strict=True)
+    ):
+        return
+    del entries[:]
+    for key, value in props.items():
+        entry = entries.add()
+        entry.key, entry.value = key, value
 
 
 @overload
