@@ -148,13 +148,17 @@ def _merged_twins(
         for each in olds:
             now_of.setdefault(each, new)
     literals: dict[tuple[object, ...], ir.Value] = {}
+    literal_keys: dict[ir.Node, tuple[object, ...] | None] = {}  # one key per Constant
 
     def canonical(value: ir.Value | None, producer: ir.Node | None) -> object:
         if value is None:
             return None
         value = now_of.get(value, value)
         if producer is not None and producer.op_type == "Constant":
-            key = literal_key(producer)
+            if producer in literal_keys:
+                key = literal_keys[producer]
+            else:
+                key = literal_keys[producer] = literal_key(producer)
             if key is not None:
                 return literals.setdefault(key, value)
         return value
@@ -217,7 +221,9 @@ def literal_key(node: ir.Node) -> tuple[object, ...] | None:
         return None
     ((name, attr),) = node.attributes.items()
     if attr.type == ir.AttributeType.TENSOR:
-        tensor = attr.as_tensor()
+        # The value of a TENSOR attribute is its tensor: as_tensor()'s runtime protocol
+        # check costs more than the rest of this key.
+        tensor = attr.value
         if tensor.size > _SMALL_LITERAL:
             return None
         return (name, tensor.dtype, tuple(tensor.shape.numpy()), tensor.tobytes())
