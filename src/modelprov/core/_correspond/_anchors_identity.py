@@ -5,6 +5,7 @@ node of the graph duplicates (common subexpression elimination merged them into 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 
 import onnx_ir as ir
@@ -224,9 +225,10 @@ def literal_key(node: ir.Node) -> tuple[object, ...] | None:
         # The value of a TENSOR attribute is its tensor: as_tensor()'s runtime protocol
         # check costs more than the rest of this key.
         tensor = attr.value
-        if tensor.size > _SMALL_LITERAL:
+        dims = tuple(tensor.shape.numpy())  # a proto's tensor builds its shape on each call
+        if math.prod(dims) > _SMALL_LITERAL:  # the tensor's size
             return None
-        return (name, tensor.dtype, tuple(tensor.shape.numpy()), tensor.tobytes())
+        return (name, tensor.dtype, dims, tensor.tobytes())
     lists = (ir.AttributeType.INTS, ir.AttributeType.FLOATS, ir.AttributeType.STRINGS)
     if attr.type in lists and len(attr.value) > _SMALL_LITERAL:
         return None
