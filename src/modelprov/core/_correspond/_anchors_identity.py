@@ -166,21 +166,24 @@ def _merged_twins(
 
     index: dict[_Key, list[ir.Node]] = {}
     for node in after_nodes:
-        if (node.domain, node.op_type) in ops:
+        op = (node.domain, node.op_type)
+        if op in ops:
+            # Lists, not generators, into tuple(): cheaper on every node of the graph.
             inputs = tuple(
-                canonical(v, v.producer() if v is not None else None) for v in node.inputs
+                [canonical(v, v.producer() if v is not None else None) for v in node.inputs]
             )
-            index.setdefault((node.domain, node.op_type, inputs), []).append(node)
+            index.setdefault((*op, inputs), []).append(node)
     if not index:
         return
     producer_of = before.producer.get
     for old in removed:
-        if (old.domain, old.op_type) not in ops:
+        op = (old.domain, old.op_type)
+        if op not in ops:
             continue
         inputs = tuple(
-            canonical(v, producer_of(v) if v is not None else None) for v in before.inputs[old]
+            [canonical(v, producer_of(v) if v is not None else None) for v in before.inputs[old]]
         )
-        candidates = index.get((old.domain, old.op_type, inputs))
+        candidates = index.get((*op, inputs))
         if not candidates:
             continue
         attributes = _attribute_key(old)
