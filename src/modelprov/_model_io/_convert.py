@@ -19,7 +19,7 @@ import onnx_ir as ir
 from modelprov._model_io._duplicate_keys import has_duplicate_keys, merge_duplicate_keys
 from modelprov._model_io._files import load_model, load_model_proto
 from modelprov._model_io._ir_check import checked_clone
-from modelprov._model_io._proto_check import read_proto
+from modelprov._model_io._proto_check import is_plain_and_valid, read_proto
 from modelprov._model_io._shared_weights import read_sharing_weights, write_sharing_weights
 from modelprov.core._policy import Policies
 from modelprov.core._walks import all_nodes
@@ -232,9 +232,11 @@ def run_on_copy(
     (shared, see ``_shared_weights``) unless it repeats metadata keys, which ``policies``
     merge in a copy."""
     found = model_input(model, where=where, path_as="proto", load_weights=True)
-    if isinstance(found, onnx.ModelProto) and not has_duplicate_keys(found):
+    # The usual proto passes the checks and repeats no key: one walk says both.
+    plain = isinstance(found, onnx.ModelProto) and is_plain_and_valid(found)
+    if isinstance(found, onnx.ModelProto) and (plain or not has_duplicate_keys(found)):
         # Read in place, weights shared with the caller's proto and never written into it.
-        copy = read_proto(found)
+        copy = read_proto(found, check=not plain)
         shared = read_sharing_weights(copy)
         result = pass_(copy)
         return write_sharing_weights(result.model, shared), result

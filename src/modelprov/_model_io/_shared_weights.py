@@ -98,7 +98,10 @@ def read_sharing_weights(model: ir.Model) -> SharedWeights:
             if value.const_value is not None:
                 value.const_value = own(value.const_value)
     for node in nodes:
-        _own_attribute_tensors(node, own)
+        attributes = node.attributes
+        # ``Attributes`` is a UserDict: its ``data`` dict is read without per-item calls.
+        if getattr(attributes, "data", attributes):
+            _own_attribute_tensors(node, own)
     return SharedWeights(tensors)
 
 

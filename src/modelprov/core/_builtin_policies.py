@@ -266,6 +266,8 @@ _NOTE = "# "
 def _scope_atoms(value: str) -> list[str]:
     """A value as the values it stands for: scope_lists' merged form (a first line, then
     lines starting with ``# ``) is its lines, the marker removed; any other text is itself."""
+    if "\n" not in value:
+        return [value]  # one line (the usual value): itself
     lines = value.split("\n")
     if len(lines) > 1 and all(line.startswith(_NOTE) for line in lines[1:]):
         return [lines[0], *(line[len(_NOTE) :] for line in lines[1:])]
@@ -344,6 +346,8 @@ def join(sep: str = "\n") -> Policy:
 def _join_pieces(value: str, sep: str) -> list[str]:
     """``value`` split on ``sep`` so that ``sep.join`` gives it back exactly: empty parts
     are glued to the next part (leading separators) or to the last one (trailing)."""
+    if sep not in value:
+        return [value] if value else []  # one piece (the usual value), or none
     parts = value.split(sep)
     pieces: list[str] = []
     empty = 0

@@ -398,6 +398,10 @@ class Provenance:
             for value in node.outputs:
                 current = value_sources.get(value)
                 found = derived.get(value)
+                if verbatim and current is own and found is own and not value.metadata_props:
+                    # The output of the node's one source, as derived, no value-scoped key:
+                    # _write_value would find nothing to remove or write.
+                    continue
                 if current or found or value.metadata_props:
                     self._write_value(value, policies, found, scoped, scopes)
         if len(carried) == len(table):

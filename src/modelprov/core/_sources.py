@@ -296,7 +296,10 @@ class SourceTable:
             if source_id in carried:
                 continue
             metadata = [
+                # A value of one line is one chunk (most values: only traces span lines).
                 [intern(key), *map(intern, split_chunks(value))]
+                if "\n" in value
+                else [intern(key), intern(value)]
                 for key, value in source_metadata.items()
             ]
             entries.append({"id": source_id, "metadata": metadata})

@@ -5,6 +5,7 @@ node of the graph duplicates (common subexpression elimination merged them into 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 
 import onnx_ir as ir
@@ -148,34 +149,41 @@ def _merged_twins(
         for each in olds:
             now_of.setdefault(each, new)
     literals: dict[tuple[object, ...], ir.Value] = {}
+    literal_keys: dict[ir.Node, tuple[object, ...] | None] = {}  # one key per Constant
 
     def canonical(value: ir.Value | None, producer: ir.Node | None) -> object:
         if value is None:
             return None
         value = now_of.get(value, value)
         if producer is not None and producer.op_type == "Constant":
-            key = literal_key(producer)
+            if producer in literal_keys:
+                key = literal_keys[producer]
+            else:
+                key = literal_keys[producer] = literal_key(producer)
             if key is not None:
                 return literals.setdefault(key, value)
         return value
 
     index: dict[_Key, list[ir.Node]] = {}
     for node in after_nodes:
-        if (node.domain, node.op_type) in ops:
+        op = (node.domain, node.op_type)
+        if op in ops:
+            # Lists, not generators, into tuple(): cheaper on every node of the graph.
             inputs = tuple(
-                canonical(v, v.producer() if v is not None else None) for v in node.inputs
+                [canonical(v, v.producer() if v is not None else None) for v in node.inputs]
             )
-            index.setdefault((node.domain, node.op_type, inputs), []).append(node)
+            index.setdefault((*op, inputs), []).append(node)
     if not index:
         return
     producer_of = before.producer.get
     for old in removed:
-        if (old.domain, old.op_type) not in ops:
+        op = (old.domain, old.op_type)
+        if op not in ops:
             continue
         inputs = tuple(
-            canonical(v, producer_of(v) if v is not None else None) for v in before.inputs[old]
+            [canonical(v, producer_of(v) if v is not None else None) for v in before.inputs[old]]
         )
-        candidates = index.get((old.domain, old.op_type, inputs))
+        candidates = index.get((*op, inputs))
         if not candidates:
             continue
         attributes = _attribute_key(old)
@@ -217,10 +225,13 @@ def literal_key(node: ir.Node) -> tuple[object, ...] | None:
         return None
     ((name, attr),) = node.attributes.items()
     if attr.type == ir.AttributeType.TENSOR:
-        tensor = attr.as_tensor()
-        if tensor.size > _SMALL_LITERAL:
+        # The value of a TENSOR attribute is its tensor: as_tensor()'s runtime protocol
+        # check costs more than the rest of this key.
+        tensor = attr.value
+        dims = tuple(tensor.shape.numpy())  # a proto's tensor builds its shape on each call
+        if math.prod(dims) > _SMALL_LITERAL:  # the tensor's size
             return None
-        return (name, tensor.dtype, tuple(tensor.shape.numpy()), tensor.tobytes())
+        return (name, tensor.dtype, dims, tensor.tobytes())
     lists = (ir.AttributeType.INTS, ir.AttributeType.FLOATS, ir.AttributeType.STRINGS)
     if attr.type in lists and len(attr.value) > _SMALL_LITERAL:
         return None
