@@ -198,6 +198,16 @@ def _tool(*rewrites: str, seed: int = 0, keep: bool = True) -> Step:
             [_tool("block_layout", seed=1)],
             id="a-reorder-carries-only-the-block-it-converts",
         ),
+        pytest.param(
+            ("sequence", ("duplicate", "linear"), 0),
+            [_tool("rename_values", seed=609)],
+            id="a-copy-reading-renamed-equal-literals-is-the-copy-reading-its-inputs",
+        ),
+        pytest.param(
+            ("sequence", ("linear", "linear", "linear", "duplicate"), 0),
+            [_tool("fuse_gemm", "rename_values", seed=235, keep=False)],
+            id="a-renamed-node-behind-a-fresh-input-is-no-fusion",
+        ),
     ],
 )
 def test_generated_regression(recipe, steps) -> None:

@@ -12,7 +12,9 @@ do not say it.
   is the value that node read there, and its producer the original producer when both do
   the same (equal Constants for constants) and reads what the old producer read (a tool
   fusing two Slices or Reshapes into one node of the second's op reads the first's input:
-  it computes both, it is not the second).
+  it computes both, it is not the second); a value the forward walk anchored from its
+  reader's slot anchors its producer the same way, when that reads exactly what the old
+  producer read (a renamed node behind a fresh input is no fusion).
 
 No weights are read: Constant nodes are compared by their attribute tensors only.
 """
@@ -411,6 +413,11 @@ def _anchor_backward(
                 continue
             new = _through_layout(read, value_anchors)
             if new in value_anchors:
+                producer = _producer_of_slot_value(
+                    new, old, node_anchors, taken, value_anchors, duplicates, new_constant
+                )
+                if producer is not None:
+                    work.append((producer, node_anchors[producer]))
                 continue
             is_constant = new in new_constant or old in old_constant
             producer, old_producer = new.producer(), old.producer()
@@ -444,6 +451,81 @@ def _anchor_backward(
                 work.append((producer, old_producer))
             elif not is_constant and same_type(old, new):
                 value_anchors[new] = old
+
+
+def _producer_of_slot_value(
+    new: ir.Value,
+    old: ir.Value,
+    node_anchors: dict[ir.Node, ir.Node],
+    taken: set[ir.Node],
+    value_anchors: dict[ir.Value, ir.Value],
+    duplicates: dict[ir.Value, ir.Value],
+    new_constant: set[ir.Value],
+) -> ir.Node | None:
+    """Anchors, and returns, the producer of ``new``, a value anchored as ``old`` from the
+    slot of a reader (the forward walk's one fresh input), as the old producer when it is
+    that node: same op and attributes, reading what the old producer read (anchored inputs
+    the same values, up to duplicates, equal literals and removed pass-through ops; other
+    constants of equal known contents; other data of the same type). A renamed node behind
+    a fresh input is then no fusion that takes what its inputs computed. A fusion into a
+    node of the old producer's op reads other values or constants (an Add of a matmul and
+    a folded bias plus mask for two Adds, a Reshape of the first Reshape's input)."""
+    if value_anchors[new] is not old or new in new_constant:
+        return None
+    producer, old_producer = new.producer(), old.producer()
+    if (
+        producer is None
+        or old_producer is None
+        or producer in node_anchors
+        or old_producer in taken
+        or producer.op_type != old_producer.op_type
+        or producer.domain != old_producer.domain
+        or producer.op_type == "Constant"
+        or len(producer.outputs) != len(old_producer.outputs)
+        or len(producer.inputs) != len(old_producer.inputs)
+        or not same_attributes(producer, old_producer)
+        or any(
+            value in value_anchors and value_anchors[value] is not old_value
+            for value, old_value in zip(producer.outputs, old_producer.outputs, strict=True)
+        )
+    ):
+        return None
+    for read, old_read in zip(producer.inputs, old_producer.inputs, strict=True):
+        if (read is None) != (old_read is None):
+            return None
+        if read is None or old_read is None:
+            continue
+        anchor = value_anchors.get(_through_layout(read, value_anchors))
+        if anchor is not None:
+            if not (
+                duplicates.get(anchor, anchor) is duplicates.get(old_read, old_read)
+                or _equal_literals(anchor, old_read)
+                or _skips_pass_through(old_read, anchor)
+            ):
+                return None
+        elif read in new_constant or _known_tensor(old_read) is not None:
+            if _known_tensor(old_read) is None or reads_other_constant(read, old_read):
+                return None
+        elif not same_type(old_read, read):
+            return None
+    node_anchors[producer] = old_producer
+    taken.add(old_producer)
+    for value, old_value in zip(producer.outputs, old_producer.outputs, strict=True):
+        value_anchors.setdefault(value, old_value)
+    return producer
+
+
+def _skips_pass_through(old: ir.Value, wanted: ir.Value) -> bool:
+    """True when ``old`` is ``wanted`` seen through pass-through ops (Identity, Dropout)."""
+    current: ir.Value | None = old
+    for _ in range(8):
+        if current is wanted:
+            return True
+        producer = current.producer() if current is not None else None
+        if producer is None or producer.op_type not in _PASS_THROUGH or not producer.inputs:
+            return False
+        current = producer.inputs[0]
+    return current is wanted
 
 
 _PASS_THROUGH = frozenset({"Identity", "Dropout"})
