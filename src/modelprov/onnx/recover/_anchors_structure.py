@@ -249,6 +249,9 @@ def _anchor_forward(
             fresh, replaced = node.inputs[slot], chosen.inputs[slot]
             if fresh is None or replaced is None or not same_type(replaced, fresh):
                 continue
+            # Read through a layout conversion and back: the value converted is the input
+            # (the cancelling pair is glue, not the producer of what the old node read).
+            fresh = _through_layout(fresh, value_anchors)
             value_anchors[fresh] = replaced
         else:
             candidates = [
