@@ -25,6 +25,7 @@ import modelprov
 from modelprov._cli import _examples
 from modelprov.numerics import NumericsReport, compare
 from modelprov.onnx.recover._tools import TOOLS
+from tests._small_models import relu_gelu_mlp
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 
@@ -53,13 +54,7 @@ def _models() -> dict[str, tuple[torch.nn.Module, tuple[Any, ...], dict[str, Any
     gpt2 = transformers.GPT2Model(
         transformers.GPT2Config(n_layer=2, n_embd=32, n_head=2, n_positions=16, vocab_size=64)
     ).eval()
-    mlp = torch.nn.Sequential(
-        torch.nn.Linear(16, 32),
-        torch.nn.ReLU(),
-        torch.nn.Linear(32, 32),
-        torch.nn.GELU(),
-        torch.nn.Linear(32, 4),
-    ).eval()
+    mlp = relu_gelu_mlp()
     cnn, cnn_args = _examples.cnn()
     return {
         "mlp": (mlp, (torch.randn(2, 16),), {}),

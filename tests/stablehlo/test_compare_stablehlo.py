@@ -22,20 +22,14 @@ import modelprov
 from modelprov._cli import _examples
 from modelprov.errors import InvalidModelError, UsageError
 from modelprov.numerics import NumericsReport, compare
+from tests._small_models import relu_gelu_mlp
 
 pytest.importorskip("jax")
 pytestmark = pytest.mark.filterwarnings("ignore")
 
 
 def _models() -> dict[str, tuple[torch.nn.Module, tuple[Any, ...], dict[str, Any]]]:
-    torch.manual_seed(0)
-    mlp = torch.nn.Sequential(
-        torch.nn.Linear(16, 32),
-        torch.nn.ReLU(),
-        torch.nn.Linear(32, 32),
-        torch.nn.GELU(),
-        torch.nn.Linear(32, 4),
-    ).eval()
+    mlp = relu_gelu_mlp()
     cnn, cnn_args = _examples.cnn()
     models = {
         "mlp": (mlp, (torch.randn(2, 16),), {}),

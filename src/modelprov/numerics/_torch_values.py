@@ -8,6 +8,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from modelprov._torch._compat import flatten_inputs
+
 __all__ = ["run_fx_nodes"]
 
 
@@ -59,7 +61,7 @@ def run_fx_nodes(
     returning several tensors gives a tuple (None for elements that are not tensors).
     ``module``: ``program.module()`` with other weights, to run in its place."""
     module = program.module() if module is None else module
-    flat, _ = torch.utils._pytree.tree_flatten((tuple(args), dict(kwargs or {})))
+    flat = flatten_inputs(tuple(args), dict(kwargs or {}))
     recorder = _Recorder(module, frozenset(wanted), seen)  # type: ignore[arg-type]
     with torch.no_grad():
         recorder.run(*flat)

@@ -24,10 +24,10 @@ from modelprov.stablehlo.lower._jax_compat import (
     ir_context,
     module_to_bytecode,
 )
+from modelprov.stablehlo.read._op_walk import STRUCTURAL_OPS, pre_order
 
 __all__ = ["ExposedResult", "Exposure", "expose_node_results"]
 
-_NOT_RECORDED = frozenset({"builtin.module", "func.func", "func.return"})
 _DTYPES = {
     "f16": "float16",
     "f32": "float32",
@@ -142,14 +142,7 @@ def _record_indices(module: Any, records: Sequence[OpRecord]) -> dict[Any, int]:
     """Op -> its index in ``records`` (the same pre-order walk ``_attach`` numbered)."""
     from jaxlib.mlir import ir
 
-    operations: list[Any] = []
-
-    def visit(op: Any) -> Any:
-        if op.operation.name not in _NOT_RECORDED:
-            operations.append(op.operation)
-        return ir.WalkResult.ADVANCE
-
-    module.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
+    operations = pre_order(ir, module, skip=STRUCTURAL_OPS)
     names = [op.name for op in operations]
     if names != [record.op_name for record in records]:
         raise StableHLOError(
@@ -178,13 +171,8 @@ def _reads(operation: Any) -> list[Any]:
 
     values = list(operation.operands)
     if len(operation.regions):
-
-        def visit(op: Any) -> Any:
-            if op.operation != operation:
-                values.extend(op.operation.operands)
-            return ir.WalkResult.ADVANCE
-
-        operation.walk(visit, ir.WalkOrder.PRE_ORDER)
+        for inner in pre_order(ir, operation)[1:]:  # the op itself aside
+            values.extend(inner.operands)
     return values
 
 

@@ -56,13 +56,12 @@ from modelprov.stablehlo.attach._numbers import attribute_value
 from modelprov.stablehlo.lower._control_flow import node_component
 from modelprov.stablehlo.read._location_keys import with_keys
 from modelprov.stablehlo.read._locations import location_name, relocate, walk_names, with_aliases
+from modelprov.stablehlo.read._op_walk import STRUCTURAL_OPS, pre_order
 
 __all__ = ["AttachResult", "attach"]
 
 _LOG = logging.getLogger(__name__)
 
-# Container ops and function exits: never labelled, never recorded.
-_STRUCTURAL = frozenset({"builtin.module", "func.func", "func.return"})
 # Ops that hand values out of a function: a use by one of them leaves every module.
 _FUNCTION_EXITS = frozenset({"func.return", "func.call"})
 _PROVENANCE_PREFIX = "modelprov."
@@ -122,13 +121,7 @@ def _location_nodes(location: Any, root: str, known: Mapping[str, object]) -> tu
 def _collect(module: Any, root: str, known: Mapping[str, Source]) -> list[_Op]:
     from jaxlib.mlir import ir
 
-    operations: list[Any] = []
-
-    def visit(op: Any) -> Any:
-        operations.append(op.operation)
-        return ir.WalkResult.ADVANCE
-
-    module.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
+    operations = pre_order(ir, module)
     index_of = {op: i for i, op in enumerate(operations)}
     order = {name: n for n, name in enumerate(known)}
     collected: list[_Op] = []
@@ -139,9 +132,9 @@ def _collect(module: Any, root: str, known: Mapping[str, Source]) -> list[_Op]:
         if raw_parent is not None:
             parent_name = operations[raw_parent].name
             function = raw_parent if parent_name == "func.func" else collected[raw_parent].function
-            if parent_name in _STRUCTURAL:
+            if parent_name in STRUCTURAL_OPS:
                 parent = None
-        if op.name in _STRUCTURAL:
+        if op.name in STRUCTURAL_OPS:
             nodes: tuple[str, ...] = ()
             label = ""
         else:
@@ -314,7 +307,7 @@ def attach(
     kinds = number_kinds or {}
     planned: list[tuple[_Op, dict[str, str | int | float]]] = []
     for op in ops:
-        if op.operation.name in _STRUCTURAL:
+        if op.operation.name in STRUCTURAL_OPS:
             continue
         attributes: dict[str, str | int | float] = {}
         values = _op_values(op, flow, infos, scoping, node_exits)
@@ -372,7 +365,7 @@ def _adopt_constant_chains(ops: Sequence[_Op], flow: _Flow, infos: Mapping[str, 
             nodes=op.nodes,
             producers=tuple(producer(value) for value in op.operation.operands),
             users=tuple(flow.users(op)) if not op.nodes else (),
-            labellable=op.operation.name not in _STRUCTURAL | _FUNCTION_EXITS,
+            labellable=op.operation.name not in STRUCTURAL_OPS | _FUNCTION_EXITS,
         )
         for op in ops
     ]

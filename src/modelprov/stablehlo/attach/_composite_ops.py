@@ -34,7 +34,13 @@ from modelprov.stablehlo._records import OpRecord, provenance_attributes
 from modelprov.stablehlo.attach._frontend_attributes import frontend_text
 from modelprov.stablehlo.lower._composites import CompositePlan
 from modelprov.stablehlo.read._location_keys import with_keys
-from modelprov.stablehlo.read._locations import location_name, provenance_location, with_aliases
+from modelprov.stablehlo.read._locations import (
+    location_name,
+    name_and_child,
+    provenance_location,
+    with_aliases,
+)
+from modelprov.stablehlo.read._op_walk import STRUCTURAL_OPS, pre_order
 
 __all__ = [
     "COMPOSITE_OP",
@@ -50,20 +56,12 @@ _LOG = logging.getLogger(__name__)
 
 COMPOSITE_OP = "stablehlo.composite"
 _PROVENANCE_PREFIX = "modelprov."
-_STRUCTURAL = frozenset({"builtin.module", "func.func", "func.return"})
 
 
 def _walk(module: Any) -> list[Any]:
     from jaxlib.mlir import ir
 
-    operations: list[Any] = []
-
-    def visit(op: Any) -> Any:
-        operations.append(op.operation)
-        return ir.WalkResult.ADVANCE
-
-    module.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
-    return operations
+    return pre_order(ir, module)
 
 
 def _symbol(operation: Any) -> str:
@@ -173,14 +171,7 @@ def _body_operations(function: Any) -> list[Any]:
     """The ops of ``function`` in pre-order, as ``_walk`` lists them (structural ops too)."""
     from jaxlib.mlir import ir
 
-    found: list[Any] = []
-
-    def visit(op: Any) -> Any:
-        found.append(op.operation)
-        return ir.WalkResult.ADVANCE
-
-    function.walk(visit, ir.WalkOrder.PRE_ORDER)
-    return found[1:]  # the function itself aside
+    return pre_order(ir, function)[1:]  # the function itself aside
 
 
 @dataclasses.dataclass(frozen=True)
@@ -207,7 +198,7 @@ def share_decompositions(
     from jaxlib.mlir import ir
 
     operations = _walk(module)
-    labelled = [op for op in operations if op.name not in _STRUCTURAL]
+    labelled = [op for op in operations if op.name not in STRUCTURAL_OPS]
     if len(labelled) != len(records):
         raise AssertionError("records do not match the module's ops")
     # ir.Operation hashes change once an attribute is set: look everything up first.
@@ -365,7 +356,7 @@ def locate_composites(module: Any, plan: CompositePlan, root: str) -> None:
     for op in _walk(module):
         if op.name != COMPOSITE_OP:
             continue
-        name, child = _name_and_child(ir, op.location)
+        name, child = name_and_child(ir, op.location)
         parts = name.split("/") if name else []
         group = plan.groups.get(parts[1]) if len(parts) >= 2 and parts[0] == root else None
         if group is None:
@@ -375,14 +366,6 @@ def locate_composites(module: Any, plan: CompositePlan, root: str) -> None:
             ir.Location.name(f"{root}/{node}/{tail}", childLoc=child) for node in group.outputs
         ]
         op.location = located[0] if len(located) == 1 else ir.Location.fused(located)
-
-
-def _name_and_child(ir: Any, location: Any) -> tuple[str, Any]:
-    """A NameLoc's name and child location ('' and unknown for another kind)."""
-    if location.typeid == ir.NameLoc.static_typeid:
-        name_loc = ir.NameLoc(location)
-        return str(name_loc.name_str), name_loc.child_loc
-    return "", ir.Location.unknown()
 
 
 def finish_composites(

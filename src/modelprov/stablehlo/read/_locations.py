@@ -39,6 +39,7 @@ __all__ = [
     "keys_reader",
     "located_source",
     "location_name",
+    "name_and_child",
     "provenance_location",
     "relocate",
     "walk_names",
@@ -192,8 +193,7 @@ def walk_names(
         children: Iterable[Any] = ()
         inner = chain
         if typeid == ir.NameLoc.static_typeid:
-            name_loc = ir.NameLoc(loc)
-            name, child = str(name_loc.name_str), name_loc.child_loc
+            name, child = name_and_child(ir, loc)
             first_name = first_name or name
             stopped = stop(name, child)
             key_parts += len(keys)
@@ -223,6 +223,14 @@ def walk_names(
                 f"a location has more than {MAX_LOCATION_PARTS:,} parts{named}; pass MLIR "
                 "whose locations name fewer sources"
             )
+
+
+def name_and_child(ir: Any, location: Any) -> tuple[str, Any]:
+    """A NameLoc's name and child location; ``""`` and an unknown location for another kind."""
+    if location.typeid != ir.NameLoc.static_typeid:
+        return "", ir.Location.unknown()
+    name_loc = ir.NameLoc(location)
+    return str(name_loc.name_str), name_loc.child_loc
 
 
 def _identity(location: Any) -> Any:
@@ -350,9 +358,7 @@ def _frames(ir: Any, location: Any) -> tuple[Frame, ...]:
 def _single_frame(ir: Any, location: Any) -> list[Frame]:
     function = ""
     if location.typeid == ir.NameLoc.static_typeid:
-        name_loc = ir.NameLoc(location)
-        function = str(name_loc.name_str)
-        location = name_loc.child_loc
+        function, location = name_and_child(ir, location)
     if location.typeid != ir.FileLineColLoc.static_typeid:
         return []
     file_loc = ir.FileLineColLoc(location)

@@ -28,13 +28,13 @@ from modelprov.keys import STABLEHLO_SOURCE_NODE_KEY as SOURCE_NODE_KEY
 from modelprov.keys import STABLEHLO_STACK_KEY as STACK_KEY
 from modelprov.keys import STABLEHLO_TARGET_KEY as TARGET_KEY
 from modelprov.stablehlo.read._locations import decoder, located_source
+from modelprov.stablehlo.read._op_walk import STRUCTURAL_OPS, pre_order
 from modelprov.stablehlo.untrusted._bytecode_text import mlir_text
 from modelprov.stablehlo.untrusted._mlir_input import MlirInput, load_mlir
 
 __all__ = ["AttributeValue", "MlirOp", "attribute_text", "read_mlir_sources", "sources_from"]
 
 AttributeValue = str | bool | int | float
-_CONTAINERS = frozenset({"builtin.module", "func.func", "func.return"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -195,18 +195,9 @@ def _read_with(binding: tuple[Any, Any, Any], data: str) -> tuple[MlirOp, ...]:
         except Exception as exc:  # the bindings raise their own MLIRError
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise _ParseError(f"{ir.__name__}: {first}") from None
-        operations: list[Any] = []
-
-        def visit(op: Any) -> Any:
-            operations.append(op.operation)
-            return ir.WalkResult.ADVANCE
-
-        module.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
         result: list[MlirOp] = []
         decode = decoder(ir)
-        for op in operations:
-            if op.name in _CONTAINERS:
-                continue
+        for op in pre_order(ir, module, skip=STRUCTURAL_OPS):
             attributes = _dotted_attributes(ir, op)
             located = decode(op.location)
             result.append(

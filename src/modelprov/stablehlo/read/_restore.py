@@ -31,12 +31,12 @@ from modelprov.keys import STABLEHLO_STACK_KEY as STACK_KEY
 from modelprov.keys import STABLEHLO_TARGET_KEY as TARGET_KEY
 from modelprov.onnx._source_nodes import format_source_nodes
 from modelprov.stablehlo.read._locations import decoder, keys_reader
+from modelprov.stablehlo.read._op_walk import STRUCTURAL_OPS, pre_order
 from modelprov.stablehlo.untrusted._bytecode_text import mlir_text
 from modelprov.stablehlo.untrusted._mlir_input import MlirInput, load_mlir
 
 __all__ = ["restore_attributes"]
 
-_CONTAINERS = frozenset({"builtin.module", "func.func", "func.return"})
 _COPIED = (NODE_KEY, SOURCE_NODE_KEY, MODULE_KEY, MODULE_TYPE_KEY, TARGET_KEY, STACK_KEY)
 
 
@@ -68,14 +68,7 @@ def restore_attributes(mlir: MlirInput, *, generic: bool = False) -> str:
             raise StableHLOError(
                 f"cannot parse {where}: {first}; pass the MLIR text or bytecode a pass wrote"
             ) from None
-        operations: list[Any] = []
-
-        def visit(op: Any) -> Any:
-            if op.operation.name not in _CONTAINERS:
-                operations.append(op.operation)
-            return ir.WalkResult.ADVANCE
-
-        module.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
+        operations = pre_order(ir, module, skip=STRUCTURAL_OPS)
         # Hashes of ir.Operation change once an attribute is set: read everything first.
         donors: dict[tuple[object, ...], list[dict[str, str]]] = {}
         missing: list[tuple[Any, list[Source]]] = []
