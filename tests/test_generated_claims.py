@@ -241,6 +241,16 @@ def _tool(*rewrites: str, seed: int = 0, keep: bool = True) -> Step:
             [Step("optimize"), _tool("insert_layout", "fuse_consecutive", seed=0, keep=False)],
             id="a-fresh-input-read-through-a-layout-pair-is-the-value-converted",
         ),
+        pytest.param(
+            ("image", ("duplicate", "conv"), 0),
+            [_tool("block_layout", "merge_equal_constants", "rename_values", seed=232, keep=False)],
+            id="of-twins-reading-one-merged-literal-each-is-the-copy-reading-its-inputs",
+        ),
+        pytest.param(
+            ("sequence", ("duplicate", "duplicate"), 0),
+            [_tool("merge_equal_constants", "rename_values", seed=232, keep=False)],
+            id="a-merged-literal-is-the-first-its-readers-read-once-all-are-known",
+        ),
     ],
 )
 def test_generated_regression(recipe, steps) -> None:

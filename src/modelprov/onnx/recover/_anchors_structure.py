@@ -7,14 +7,16 @@ do not say it.
   attributes, is that node (its outputs renamed, or its inputs read through a layout
   conversion and back: a cancelling Transpose pair); a weight copied or re-laid out under a
   new name may stand in its slot, and one fresh data input (a fused producer's output) is the
-  original input there, when the other inputs name the node;
+  original input there, when the other inputs name the node; of twins (copies up to
+  duplicates) reading equal literals, the one reading the very values the node reads;
 * backward, from the readers: a fresh value read in a slot of a node that is an original node
   is the value that node read there, and its producer the original producer when both do
   the same (equal Constants for constants) and reads what the old producer read (a tool
   fusing two Slices or Reshapes into one node of the second's op reads the first's input:
   it computes both, it is not the second); a value the forward walk anchored from its
   reader's slot anchors its producer the same way, when that reads exactly what the old
-  producer read (a renamed node behind a fresh input is no fusion).
+  producer read (a renamed node behind a fresh input is no fusion); a merged literal, once
+  every anchor is known, is the first of the equal literals its anchored readers read.
 
 No weights are read: Constant nodes are compared by their attribute tensors only.
 """
@@ -165,6 +167,7 @@ def anchor_by_structure(
         by_key.setdefault(key, []).append(old)
     if not by_key:
         return
+    by_names = set(node_anchors)
     for _ in range(3):  # a backward anchor may let the forward walk go on, and back
         anchored = len(node_anchors)
         _anchor_forward(
@@ -181,6 +184,32 @@ def anchor_by_structure(
         _anchor_backward(node_anchors, value_anchors, taken, duplicates, old_constant, new_constant)
         if len(node_anchors) == anchored:
             break
+    _settle_merged_literals(
+        [node for node in node_anchors if node not in by_names], node_anchors, value_anchors, taken
+    )
+
+
+def _settle_merged_literals(
+    anchored: list[ir.Node],
+    node_anchors: dict[ir.Node, ir.Node],
+    value_anchors: dict[ir.Value, ir.Value],
+    taken: set[ir.Node],
+) -> None:
+    """A Constant the backward walk anchored from the readers it had then is, once every
+    anchor is known, the first of the equal old literals all its anchored readers read (a
+    tool merging equal literals keeps the first; the reader anchored first may be a later
+    copy's)."""
+    for node in anchored:
+        old = node_anchors[node]
+        if node.op_type != "Constant" or old.op_type != "Constant":
+            continue
+        first = _first_equal_literal(node, node.outputs[0], node_anchors, taken, free=old)
+        if first is None or first is old:
+            continue
+        taken.discard(old)
+        node_anchors[node] = first
+        taken.add(first)
+        value_anchors[node.outputs[0]] = first.outputs[0]
 
 
 def _anchor_forward(
@@ -274,7 +303,24 @@ def _anchor_forward(
                     for each, anchor, old in zip(masked, anchors, old_node.inputs, strict=True)
                 )
             ]
-            chosen = exact[0] if exact else candidates[0] if len(candidates) == 1 else None
+            # Copies of one expression (twins up to duplicates) reading equal literals the
+            # tool renamed or merged: the copy reading the very values this node reads is
+            # this node.
+            own = [
+                old_node
+                for old_node in candidates
+                if all(
+                    each is _CONSTANT or anchor is old
+                    for each, anchor, old in zip(masked, anchors, old_node.inputs, strict=True)
+                )
+            ]
+            exact.sort(key=lambda old_node: old_node not in own)
+            if exact:
+                chosen = exact[0]
+            elif len(candidates) == 1 or len(own) == 1:
+                chosen = candidates[0] if len(candidates) == 1 else own[0]
+            else:
+                chosen = None
             if chosen is None:
                 if not candidates:
                     if by_slot is None:
@@ -650,10 +696,13 @@ def _first_equal_literal(
     new: ir.Value,
     node_anchors: Mapping[ir.Node, ir.Node],
     taken: set[ir.Node],
+    *,
+    free: ir.Node | None = None,
 ) -> ir.Node | None:
     """Of the old Constants equal to ``producer`` that the anchored readers of ``new`` read
-    in its slots, the first in the original graph (a tool merging equal literals keeps the
-    first): readers of a merged literal disagree on which old literal it is."""
+    in its slots (not ``taken``, but for ``free``), the first in the original graph (a tool
+    merging equal literals keeps the first): readers of a merged literal disagree on which
+    old literal it is."""
     found: list[ir.Node] = []
     for use in new.uses():
         old_reader = node_anchors.get(use.node)
@@ -663,7 +712,7 @@ def _first_equal_literal(
         old_literal = old_value.producer() if old_value is not None else None
         if (
             old_literal is not None
-            and old_literal not in taken
+            and (old_literal not in taken or old_literal is free)
             and old_literal.op_type == "Constant"
             and _same_constant(producer, old_literal)
         ):
