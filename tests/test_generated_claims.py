@@ -247,6 +247,11 @@ def _tool(*rewrites: str, seed: int = 0, keep: bool = True) -> Step:
             id="of-twins-reading-one-merged-literal-each-is-the-copy-reading-its-inputs",
         ),
         pytest.param(
+            ("image", ("duplicate", "conv"), 0),
+            [_tool("insert_layout", "merge_duplicates", "rename_values", seed=12)],
+            id="twins-behind-a-layout-conversion-and-a-merge-each-go-to-their-copy",
+        ),
+        pytest.param(
             ("sequence", ("duplicate", "duplicate"), 0),
             [_tool("merge_equal_constants", "rename_values", seed=232, keep=False)],
             id="a-merged-literal-is-the-first-its-readers-read-once-all-are-known",
