@@ -256,6 +256,14 @@ def _tool(*rewrites: str, seed: int = 0, keep: bool = True) -> Step:
             [_tool("merge_equal_constants", "rename_values", seed=232, keep=False)],
             id="a-merged-literal-is-the-first-its-readers-read-once-all-are-known",
         ),
+        pytest.param(
+            ("sequence", ("linear", "duplicate"), 0),
+            [
+                _tool("reorder", seed=0, keep=False),
+                _tool("merge_duplicates", "rename_values", seed=511, keep=False),
+            ],
+            id="a-merged-literal-counts-the-literals-of-copies-merged-into-its-reader",
+        ),
     ],
 )
 def test_generated_regression(recipe, steps) -> None:

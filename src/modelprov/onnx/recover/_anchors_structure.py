@@ -168,6 +168,9 @@ def anchor_by_structure(
     if not by_key:
         return
     by_names = set(node_anchors)
+    twins: dict[ir.Value, list[ir.Value]] = {}  # a duplicate kept -> every copy of it
+    for value, kept in duplicates.items():
+        twins.setdefault(kept, [kept]).append(value)
     for _ in range(3):  # a backward anchor may let the forward walk go on, and back
         anchored = len(node_anchors)
         _anchor_forward(
@@ -181,11 +184,17 @@ def anchor_by_structure(
             old_constant,
             new_constant,
         )
-        _anchor_backward(node_anchors, value_anchors, taken, duplicates, old_constant, new_constant)
+        _anchor_backward(
+            node_anchors, value_anchors, taken, (duplicates, twins), old_constant, new_constant
+        )
         if len(node_anchors) == anchored:
             break
     _settle_merged_literals(
-        [node for node in node_anchors if node not in by_names], node_anchors, value_anchors, taken
+        [node for node in node_anchors if node not in by_names],
+        node_anchors,
+        value_anchors,
+        taken,
+        (duplicates, twins),
     )
 
 
@@ -194,6 +203,7 @@ def _settle_merged_literals(
     node_anchors: dict[ir.Node, ir.Node],
     value_anchors: dict[ir.Value, ir.Value],
     taken: set[ir.Node],
+    copies: tuple[Mapping[ir.Value, ir.Value], Mapping[ir.Value, list[ir.Value]]],
 ) -> None:
     """A Constant the backward walk anchored from the readers it had then is, once every
     anchor is known, the first of the equal old literals all its anchored readers read (a
@@ -203,7 +213,7 @@ def _settle_merged_literals(
         old = node_anchors[node]
         if node.op_type != "Constant" or old.op_type != "Constant":
             continue
-        first = _first_equal_literal(node, node.outputs[0], node_anchors, taken, free=old)
+        first = _first_equal_literal(node, node.outputs[0], node_anchors, taken, copies, free=old)
         if first is None or first is old:
             continue
         taken.discard(old)
@@ -439,7 +449,7 @@ def _anchor_backward(
     node_anchors: dict[ir.Node, ir.Node],
     value_anchors: dict[ir.Value, ir.Value],
     taken: set[ir.Node],
-    duplicates: dict[ir.Value, ir.Value],
+    copies: tuple[dict[ir.Value, ir.Value], Mapping[ir.Value, list[ir.Value]]],
     old_constant: set[ir.Value],
     new_constant: set[ir.Value],
 ) -> None:
@@ -448,6 +458,8 @@ def _anchor_backward(
     may have been re-laid out); its producer is the old producer when both do the same
     (same op and attributes, or equal Constants) on the same data (its anchored data
     inputs are the old producer's)."""
+
+    duplicates = copies[0]
 
     def constant_slot(new: ir.Value, old: ir.Value) -> bool:
         return new in new_constant or old in old_constant
@@ -471,7 +483,7 @@ def _anchor_backward(
             is_constant = new in new_constant or old in old_constant
             producer, old_producer = new.producer(), old.producer()
             if is_constant and producer is not None and producer.op_type == "Constant":
-                old_producer = _first_equal_literal(producer, new, node_anchors, taken) or (
+                old_producer = _first_equal_literal(producer, new, node_anchors, taken, copies) or (
                     old_producer
                 )
             same_producer = (
@@ -696,27 +708,40 @@ def _first_equal_literal(
     new: ir.Value,
     node_anchors: Mapping[ir.Node, ir.Node],
     taken: set[ir.Node],
+    copies: tuple[Mapping[ir.Value, ir.Value], Mapping[ir.Value, list[ir.Value]]],
     *,
     free: ir.Node | None = None,
 ) -> ir.Node | None:
-    """Of the old Constants equal to ``producer`` that the anchored readers of ``new`` read
-    in its slots (not ``taken``, but for ``free``), the first in the original graph (a tool
-    merging equal literals keeps the first): readers of a merged literal disagree on which
-    old literal it is."""
+    """Of the old Constants equal to ``producer`` that the anchored readers of ``new``, and
+    the copies merged into them (``copies``: duplicates and, per duplicate kept, its copies),
+    read in its slots (not ``taken``, but for ``free``), the first in the original graph (a
+    tool merging equal literals keeps the first): readers of a merged literal disagree on
+    which old literal it is."""
+    duplicates, twins = copies
     found: list[ir.Node] = []
     for use in new.uses():
         old_reader = node_anchors.get(use.node)
         if old_reader is None or use.idx >= len(old_reader.inputs):
             continue
-        old_value = old_reader.inputs[use.idx]
-        old_literal = old_value.producer() if old_value is not None else None
-        if (
-            old_literal is not None
-            and (old_literal not in taken or old_literal is free)
-            and old_literal.op_type == "Constant"
-            and _same_constant(producer, old_literal)
-        ):
-            found.append(old_literal)
+        readers = [old_reader]
+        if old_reader.outputs:
+            first = old_reader.outputs[0]
+            for twin in twins.get(duplicates.get(first, first), ()):
+                merged = twin.producer()
+                if merged is not None and merged not in taken and merged not in readers:
+                    readers.append(merged)
+        for reader in readers:
+            if use.idx >= len(reader.inputs):
+                continue
+            old_value = reader.inputs[use.idx]
+            old_literal = old_value.producer() if old_value is not None else None
+            if (
+                old_literal is not None
+                and (old_literal not in taken or old_literal is free)
+                and old_literal.op_type == "Constant"
+                and _same_constant(producer, old_literal)
+            ):
+                found.append(old_literal)
     if not found:
         return None
     if all(each is found[0] for each in found):
