@@ -9,8 +9,9 @@ transformer mix (stem conv, two residual blocks, head), prints:
   aside; broadcasts of constants and fusions counted) whose op_name names their module or
   the root-level op they compute (issue 27, target >= 95%), with the misses by opcode: every
   instruction of the text (a dump's view, fused computations' bodies included), and the
-  kernels (a profiler's view: a fusion is one, named by its own metadata); ``-v`` lists
-  each miss;
+  kernels (a profiler's view: a fusion is one, named by its own metadata), and every
+  instruction with broadcasts of constants set aside too (HLO's form of a splat constant,
+  column "splats aside"); ``-v`` lists each miss;
 - IREE: ops of ``iree-compile --compile-to=flow`` whose location is known and names a module
   path/source node (target >= 90%);
 - join: user FX nodes found on both the ONNX and the StableHLO side by source id, overall
@@ -39,6 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     options = parser.parse_args(argv)
     print(
         f"{'model':22} {'XLA named+line':>18} {'XLA op_name':>16} {'kernels':>13} "
+        f"{'splats aside':>14} "
         f"{'IREE flow named':>18} "
         f"{'join both/all':>15} "
         f"{'onnx->shlo':>10} {'shlo->onnx':>10} {'export s':>8}"
@@ -53,6 +55,9 @@ def main(argv: list[str] | None = None) -> int:
         counted, op_named, misses = _downstream.hlo_op_name_coverage(program, hlo)
         kernels, named_kernels, _ = _downstream.hlo_op_name_coverage(
             program, hlo, kernels_only=True
+        )
+        values, named_values, _ = _downstream.hlo_op_name_coverage(
+            program, hlo, splat_constants=False
         )
         missed = collections.Counter(
             f"{i.opcode}{'' if i.op_name else '(no op_name)'}" for i in misses
@@ -69,7 +74,8 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"{name:22} {f'{good}/{total}={good / total:.3f}':>18} "
             f"{f'{op_named}/{counted}={op_named / counted:.3f}':>16} "
-            f"{f'{named_kernels}/{kernels}={named_kernels / kernels:.3f}':>13} {iree:>18} "
+            f"{f'{named_kernels}/{kernels}={named_kernels / kernels:.3f}':>13} "
+            f"{f'{named_values}/{values}={named_values / values:.3f}':>14} {iree:>18} "
             f"{f'{len(joined.both)}/{len(joined.ids)}={joined.coverage:.3f}':>15} "
             f"{joined.onnx_coverage:>10.3f} {joined.stablehlo_coverage:>10.3f} {seconds:>8.1f}"
         )

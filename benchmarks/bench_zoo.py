@@ -67,7 +67,8 @@ import onnx_ir as ir
 import torch
 
 import modelprov
-from benchmarks._zoo_cases import CASES, EXPORT_CACHE, Case, builders_fingerprint
+from benchmarks._zoo_cases import CASES, EXPORT_CACHE, Case
+from benchmarks._zoo_export import cached_export as _cached_export
 from modelprov.errors import ModelprovError
 from modelprov.onnx.recover import _tools
 from modelprov.onnx.recover._correspondence_run import tolerance
@@ -81,32 +82,6 @@ MODELS: dict[str, Case] = CASES
 TOOLS: dict[str, tuple[str, dict[str, Any]]] = {
     s.label: (s.tool, dict(s.options)) for s in _tools.TOOLS.settings()
 }
-
-
-def _cached_export(name: str, cache: str) -> tuple[ir.Model, list[np.ndarray]]:
-    """The model's plain export and its inputs, from the cache when present."""
-    import transformers
-
-    versions = f"torch{torch.__version__}-tf{transformers.__version__}"
-    tag = f"{name}-{versions}-zoo{builders_fingerprint()}".replace("+", "_")
-    path = os.path.join(cache, f"{tag}.onnx")
-    torch.manual_seed(0)
-    case = MODELS[name]
-    module, args = case.build()
-    inputs = [arg.numpy() for arg in args]
-    if os.path.exists(path):
-        return ir.load(path), inputs
-    shapes = case.dynamic_shapes() if case.dynamic_shapes is not None else None
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        program = torch.onnx.export(
-            module, args, dynamo=True, optimize=False, verbose=False, dynamic_shapes=shapes
-        )
-    os.makedirs(cache, exist_ok=True)
-    partial = f"{path}.partial"
-    ir.save(program.model, partial)
-    os.replace(partial, path)
-    return ir.load(path), inputs  # as every later run sees it
 
 
 def _row(

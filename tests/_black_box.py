@@ -597,6 +597,219 @@ def _inverse(perm: list[int]) -> list[int]:
     return inverse
 
 
+WHOLE_BLOCK_DOMAIN = "test.blocked_whole"
+"""The custom domain of ``block_layout_whole_channels``'s nodes (model-local functions)."""
+_WHOLE_BLOCK_ELEMENTWISE = ("Relu", "Sigmoid", "Tanh", "Neg")
+
+
+def block_layout_whole_channels(graph: ir.Graph, rng: random.Random, touched: set[ir.Node]) -> None:
+    """onnxruntime's NCHWc with one block holding all channels: a blocked value keeps its
+    plain shape and stores its elements pixel by pixel (channels innermost), so at a 1x1
+    spatial size it holds them in the plain order (MobileViT's last stage). Each Conv
+    becomes a Conv of a custom domain (its weights copied to fresh initializers); a
+    one-input activation reading a blocked value becomes a custom op of its own beside the
+    blocked Conv, nothing fused into the Conv (onnxruntime's QuickGelu next to an NCHWc
+    Conv); a plain Add whose inputs are all blocked stays a plain Add under its name,
+    reading the blocked values and writing a fresh one (onnxruntime's Concat between NCHWc
+    Convs). Values between blocked nodes are fresh; a ``ReorderInput`` converts what a
+    blocked node reads from plain nodes, a ``ReorderOutput`` hands back each value plain
+    nodes read, under its name."""
+    blocked: dict[ir.Value, ir.Value] = {}  # plain value -> the blocked value computing it
+    replaced: list[ir.Node] = []
+
+    def blocked_read(value: ir.Value, before: ir.Node) -> ir.Value:
+        read = blocked.get(value)
+        if read is None:
+            _whole_block_functions(graph, value)
+            reorder = ir.node("ReorderInput", [value], domain=WHOLE_BLOCK_DOMAIN)
+            reorder.outputs[0].name = _fresh(graph, "reorder_")
+            graph.insert_before(before, reorder)
+            touched.add(reorder)
+            read = blocked[value] = reorder.outputs[0]
+        return read
+
+    shapes: dict[ir.Value, ir.Shape] = {}  # plain value -> its shape (as the tool infers)
+
+    def put(old: ir.Node, new: ir.Node) -> None:
+        graph.insert_after(old, new)
+        new.outputs[0].name = _fresh(graph, "nchwc_")
+        blocked[old.outputs[0]] = new.outputs[0]
+        shape = _conv_shape(old) if old.op_type == "Conv" else shapes.get(old.inputs[0])
+        if shape is not None:
+            shapes[old.outputs[0]] = shape
+        replaced.append(old)
+        touched.add(new)
+
+    for node in list(graph):
+        if node in touched or node.domain not in ("", "ai.onnx") or len(node.outputs) != 1:
+            continue
+        for value in node.inputs:
+            if value is not None and value.shape is not None and value not in shapes:
+                shapes[value] = value.shape
+        if (
+            node.op_type == "Conv"
+            and len(node.inputs) == 3
+            and node.inputs[0] is not None
+            and node.inputs[0].shape is not None
+            and node.inputs[0].shape.is_static()
+            and all(v is not None and _constant_array(v) is not None for v in node.inputs[1:])
+        ):
+            weights = [
+                _initializer(graph, _fresh(graph, "reorder_w_"), _constant_array(v))
+                for v in node.inputs[1:]
+                if v is not None
+            ]
+            read = blocked_read(node.inputs[0], node)
+            _whole_block_conv(graph, node)
+            attributes = {k: a.value for k, a in node.attributes.items()}
+            put(node, ir.node("Conv", [read, *weights], attributes, domain=WHOLE_BLOCK_DOMAIN))
+        elif (
+            node.op_type in _WHOLE_BLOCK_ELEMENTWISE
+            and len(node.inputs) == 1
+            and node.inputs[0] in blocked
+        ):
+            _whole_block_elementwise(graph, node.op_type)
+            activation = ir.node(node.op_type, [blocked[node.inputs[0]]], domain=WHOLE_BLOCK_DOMAIN)
+            put(node, activation)
+        elif (
+            node.op_type == "Add"
+            and len(node.inputs) == 2
+            and all(v in blocked for v in node.inputs)
+        ):
+            put(node, ir.node("Add", [blocked[v] for v in node.inputs], name=node.name))
+    gone = set(replaced)
+    for old in replaced:
+        plain = old.outputs[0]
+        readers = [use for use in plain.uses() if use.node not in gone]
+        if not readers and plain not in graph.outputs:
+            continue
+        back = ir.node("ReorderOutput", [blocked[plain]], domain=WHOLE_BLOCK_DOMAIN)
+        graph.insert_after(blocked[plain].producer(), back)
+        touched.add(back)
+        name = plain.name
+        for use in readers:
+            use.node.replace_input_with(use.idx, back.outputs[0])
+        _take_graph_outputs(graph, plain, back.outputs[0])
+        plain.name = None
+        back.outputs[0].name = name
+        back.outputs[0].shape = plain.shape or shapes.get(plain)
+        back.outputs[0].type = plain.type or ir.TensorType(ir.DataType.FLOAT)
+    for old in reversed(replaced):
+        for index in range(len(old.inputs)):
+            old.replace_input_with(index, None)
+        graph.remove(old, safe=True)
+    for reorder in [n for n in graph if n.domain == WHOLE_BLOCK_DOMAIN]:
+        if reorder.op_type == "ReorderInput" and not reorder.outputs[0].uses():
+            graph.remove(reorder, safe=True)
+    if graph.meta.get("functions"):
+        graph.opset_imports.setdefault(WHOLE_BLOCK_DOMAIN, 1)
+
+
+def _conv_shape(conv: ir.Node) -> ir.Shape | None:
+    """The output shape of a 2-D Conv of static input and weight shapes."""
+    data, weight = conv.inputs[0], conv.inputs[1]
+    if data is None or weight is None or data.shape is None or weight.shape is None:
+        return None
+    (n, _, *spatial), (channels, _, *kernel) = data.shape.numpy(), weight.shape.numpy()
+    rank = len(spatial)
+    pads = conv.attributes["pads"].as_ints() if "pads" in conv.attributes else [0] * 2 * rank
+    strides = conv.attributes["strides"].as_ints() if "strides" in conv.attributes else [1] * rank
+    out = [
+        (size + pads[i] + pads[i + rank] - kernel[i]) // strides[i] + 1
+        for i, size in enumerate(spatial)
+    ]
+    return ir.Shape([n, channels, *out])
+
+
+def _whole_block_functions(graph: ir.Graph, value: ir.Value) -> None:
+    """The reorders' bodies, for values of ``value``'s shape (one shape per graph)."""
+    functions = graph.meta.setdefault("functions", {})
+    assert value.shape is not None
+    shape = [int(d) for d in value.shape.numpy()]
+    n, c = shape[0], shape[1]
+    pixels = int(np.prod(shape[2:]))
+    key = (WHOLE_BLOCK_DOMAIN, "ReorderInput")
+    if key in functions:
+        if functions[key][0] != shape:
+            raise ValueError("block_layout_whole_channels: one shape per graph")
+        return
+    for name, first in (("ReorderInput", [n, c, pixels]), ("ReorderOutput", [n, pixels, c])):
+        x = ir.Value(name="x")
+        nodes = _regrouped(x, first, shape)
+        functions[(WHOLE_BLOCK_DOMAIN, name)] = (shape, _whole_block(name, [x], nodes))
+
+
+def _regrouped(x: ir.Value, first: list[int], shape: list[int]) -> list[ir.Node]:
+    """Nodes viewing ``x`` as ``first`` (3-D), swapping its last two axes, viewing the
+    result as ``shape``."""
+    to_first = ir.node("Constant", [], attributes={"value": ir.tensor(np.array(first, np.int64))})
+    to_shape = ir.node("Constant", [], attributes={"value": ir.tensor(np.array(shape, np.int64))})
+    view = ir.node("Reshape", [x, to_first.outputs[0]])
+    swap = ir.node("Transpose", [view.outputs[0]], attributes={"perm": [0, 2, 1]})
+    back = ir.node("Reshape", [swap.outputs[0], to_shape.outputs[0]])
+    return [to_first, to_shape, view, swap, back]
+
+
+def _whole_block_conv(graph: ir.Graph, conv: ir.Node) -> None:
+    """The blocked Conv's body: the plain Conv between the two reorders."""
+    functions = graph.meta["functions"]
+    signature = tuple(sorted((k, str(a)) for k, a in conv.attributes.items()))
+    key = (WHOLE_BLOCK_DOMAIN, "Conv")
+    if key in functions:
+        if functions[key][0] != signature:
+            raise ValueError("block_layout_whole_channels: one attribute set per Conv")
+        return
+    shape = functions[(WHOLE_BLOCK_DOMAIN, "ReorderInput")][0]
+    n, c, pixels = shape[0], shape[1], int(np.prod(shape[2:]))
+    x, w, b = (ir.Value(name=name) for name in ("x", "w", "b"))
+    plain = _regrouped(x, [n, pixels, c], shape)
+    body = ir.node(
+        "Conv", [plain[-1].outputs[0], w, b], {k: a.value for k, a in conv.attributes.items()}
+    )
+    nodes = [*plain, body, *_regrouped(body.outputs[0], [n, c, pixels], shape)]
+    functions[key] = (signature, _whole_block("Conv", [x, w, b], nodes))
+
+
+def _whole_block_elementwise(graph: ir.Graph, op_type: str) -> None:
+    functions = graph.meta["functions"]
+    if (WHOLE_BLOCK_DOMAIN, op_type) not in functions:
+        x = ir.Value(name="x")
+        body = _whole_block(op_type, [x], [ir.node(op_type, [x])])
+        functions[(WHOLE_BLOCK_DOMAIN, op_type)] = (None, body)
+
+
+def _whole_block(name: str, inputs: list[ir.Value], nodes: list[ir.Node]) -> ir.Function:
+    body = ir.Graph(inputs, [nodes[-1].outputs[0]], nodes=nodes, opset_imports={"": 20})
+    return ir.Function(WHOLE_BLOCK_DOMAIN, name, "", graph=body, attributes=[])
+
+
+def split_shape(graph: ir.Graph, rng: random.Random, touched: set[ir.Node]) -> None:
+    """onnxruntime's transpose optimizer on ``Shape(Transpose(x, perm))``: a new ``Shape``
+    of ``x`` under the old node's name (its output renamed) and a ``Gather`` of ``perm``
+    from it taking the old output's name (dynamic BERT's attention)."""
+    for node in list(graph):
+        if node.op_type != "Shape" or node.domain not in ("", "ai.onnx") or node in touched:
+            continue
+        producer = node.inputs[0].producer() if node.inputs[0] is not None else None
+        if (
+            node.attributes
+            or producer is None
+            or producer.op_type != "Transpose"
+            or "perm" not in producer.attributes
+            or producer.inputs[0] is None
+        ):
+            continue
+        perm = np.array(producer.attributes["perm"].as_ints(), np.int64)
+        shape = ir.node("Shape", [producer.inputs[0]], name=node.name)
+        shape.outputs[0].name = _fresh(graph, "shape_")
+        indices = _initializer(graph, _fresh(graph, "perm_"), perm)
+        gather = ir.node("Gather", [shape.outputs[0], indices], attributes={"axis": 0})
+        gather.name = _fresh(graph, "Gather_")
+        graph.insert_before(node, shape)
+        _replace_node(graph, node, gather, touched)
+        touched.add(shape)
+
+
 REWRITES: dict[str, Rewrite] = {
     "rename_values": rename_values,
     "rename_nodes": rename_nodes,
@@ -612,6 +825,8 @@ REWRITES: dict[str, Rewrite] = {
     "eliminate_no_ops": eliminate_no_ops,
     "insert_layout": insert_layout,
     "block_layout": block_layout,
+    "block_layout_whole_channels": block_layout_whole_channels,
+    "split_shape": split_shape,
 }
 
 

@@ -11,8 +11,10 @@ input and ``CastLike`` only the dtype of its second (the walk does not go throug
 and when a tensor matches several original values on one chain (an identity, a cancelling
 pair), the most upstream one bounds the region, so an eliminated no-op may go to the producer
 or to the consumer of the value replacing it. A node whose outputs match only values its
-inputs were computed from (glue a fusion adds, such as a Reshape undoing a view so that a
-fused attention gets its layout) computes nothing new: its region is that of its consumers.
+inputs were computed from, or values its inputs equal (glue a fusion adds, such as a Reshape
+undoing a view so that a fused attention gets its layout; a layout conversion that moves no
+element, its input equal to an Identity's input and output, a graph input included),
+computes nothing new: its region is that of its consumers.
 """
 
 from __future__ import annotations
@@ -62,13 +64,29 @@ def data_inputs(node: ir.Node) -> list[ir.Value]:
 
 
 def dynamic_values(graph: ir.Graph) -> set[ir.Value]:
-    """Values whose contents depend on a graph input (initializers are not inputs here)."""
+    """Values whose contents depend on a graph input (initializers are not inputs here):
+    what a node computes from their contents, and the shape of one whose dimensions the
+    inputs' symbolic dimensions set (a ``Shape`` in a dynamic-shape export: its output
+    changes with the input, it is the operation's own shape arithmetic, not a constant)."""
     initializers = set(graph.initializers.values())
-    dynamic = {value for value in graph.inputs if value not in initializers}
+    inputs = [value for value in graph.inputs if value not in initializers]
+    dynamic = set(inputs)
+    symbolic = any(value.shape is not None and not value.shape.is_static() for value in inputs)
     for node in graph:
-        if any(value in dynamic for value in data_inputs(node)):
+        if any(value in dynamic for value in data_inputs(node)) or (
+            symbolic and _reads_a_varying_shape(node, dynamic)
+        ):
             dynamic.update(node.outputs)
     return dynamic
+
+
+def _reads_a_varying_shape(node: ir.Node, dynamic: set[ir.Value]) -> bool:
+    """True for a ``Shape`` or ``Size`` of a value computed from the inputs whose shape is
+    not known to be static."""
+    if node.domain not in ("", "ai.onnx") or node.op_type not in METADATA_READERS:
+        return False
+    value = node.inputs[0] if node.inputs else None
+    return value in dynamic and (value.shape is None or not value.shape.is_static())
 
 
 @dataclasses.dataclass
@@ -232,6 +250,16 @@ def check_regions(before: ir.Model, after: ir.Model, inputs: Sequence[np.ndarray
             value, lambda current: _most_upstream(original, matched(current, True)), upstream
         )
 
+    input_arrays = {
+        value: np.asarray(array) for value, array in zip(after.graph.inputs, inputs, strict=False)
+    }
+
+    def equals(value: ir.Value) -> list[ir.Value]:
+        # Every original value an input equals (a graph input too: an Identity of it).
+        array = arrays.get(value.name or "")
+        array = input_arrays.get(value) if array is None else array
+        return [] if array is None else original.matches(array, dynamic=True)
+
     violations: list[tuple[str, str]] = []
     regions: dict[str, set[str]] = {}
     shared: dict[str, set[str]] = {}
@@ -242,11 +270,13 @@ def check_regions(before: ir.Model, after: ir.Model, inputs: Sequence[np.ndarray
         if node.graph is not after.graph:
             continue
         stops: set[ir.Value] = set()
+        read: set[ir.Value] = set()  # every original value an input equals
         for value in data_inputs(node):
             if value in dynamic:
                 stops.update(input_stops(value))
+                read.update(equals(value))
         targets = [m for value in node.outputs for m in output_matches(value)]
-        if targets and all(_recreates(original, target, stops) for target in targets):
+        if targets and all(_recreates(original, target, stops | read) for target in targets):
             # A no-op in contents (part of a rewrite, e.g. a reshape that a transpose
             # undoes, or one giving a fused op back the layout a view had changed): it
             # belongs to what its consumers compute.

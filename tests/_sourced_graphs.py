@@ -268,9 +268,11 @@ def _image_block(b: _Builder, kind: str, h: ir.Value, history: list[ir.Value], i
 
 
 def build(family: str, blocks: tuple[str, ...], seed: int) -> SourcedGraph:
-    """The model of ``blocks`` (names from SEQUENCE_BLOCKS or IMAGE_BLOCKS)."""
+    """The model of ``blocks`` (names from SEQUENCE_BLOCKS or IMAGE_BLOCKS): family
+    ``sequence`` (x[4, 8]), ``image`` (x[1, 3, 5, 5]) or ``pixel`` (image blocks on one pixel,
+    x[1, 3, 1, 1]: where onnxruntime's blocked layout holds the plain order)."""
     rng = np.random.default_rng(seed)
-    shape = (4, 8) if family == "sequence" else (1, 3, 5, 5)
+    shape = {"sequence": (4, 8), "pixel": (1, 3, 1, 1)}.get(family, (1, 3, 5, 5))
     x = ir.Value(name="x", shape=ir.Shape(shape), type=ir.TensorType(ir.DataType.FLOAT))
     b = _Builder(x, rng)
     h, history = x, [x]

@@ -103,3 +103,17 @@ def test_every_builtin_in_the_defaults_is_registered() -> None:
         spec = getattr(policy, "spec", None)
         assert spec is not None and spec[0] in registered
     assert isinstance(DEFAULT_POLICIES, Policies)
+
+
+def test_the_registry_and_the_public_face_list_the_same_built_ins() -> None:
+    """The one place: what is registered in core/_builtin_policies.py is what that module
+    and ``modelprov.policy`` hand on, each by its registered name."""
+    import modelprov.policy
+    from modelprov.core import _builtin_policies
+
+    registered = list(BUILTIN_POLICIES.names())
+    assert sorted(registered) == sorted(_builtin_policies.__all__)
+    assert set(registered) <= set(modelprov.policy.__all__)
+    for name in registered:
+        found = getattr(modelprov.policy, name)
+        assert getattr(found, "spec", (name,))[0] == name or getattr(found, "__name__", "") == name

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import modelprov
-from modelprov.onnx.recover._recover import RecoveryReport, recover_with_working_model
+from modelprov.onnx.recover._recover import RecoveryReport, recover_model
 from tests._cli import cli
 from tests._synthetic import synthetic_model
 
@@ -68,7 +68,7 @@ def _changed(model: ir.Model) -> ir.Model:
 def _all_text(model: ir.Model) -> dict[str, str]:
     """Every text report of the API on ``model`` and on it changed by a tool."""
     after = _changed(model)
-    _, recovery, _ = recover_with_working_model(model, after.clone())
+    recovery = recover_model(model, after.clone()).report
     return {
         "audit": modelprov.audit(model).to_text(),
         "diff": modelprov.diff(model, after).to_text(),

@@ -299,15 +299,28 @@ def kernel_instructions(hlo_text: str) -> set[str]:
 
 
 def hlo_op_name_coverage(
-    program: StableHLOProgram, hlo_text: str, *, kernels_only: bool = False
+    program: StableHLOProgram,
+    hlo_text: str,
+    *,
+    kernels_only: bool = False,
+    splat_constants: bool = True,
 ) -> tuple[int, int, list[HloInstruction]]:
     """(computing instructions, those whose op_name names a module path/source node or a
     root-level node, misses) of optimized HLO text; parameters, constants and tuples aside,
     broadcasts of constants and XLA's fusions counted. Every instruction of the text (the
     entry, fused computations' bodies, reducers: what a dump shows), or with
-    ``kernels_only`` those of :func:`kernel_instructions` (what a profiler shows)."""
+    ``kernels_only`` those of :func:`kernel_instructions` (what a profiler shows).
+    ``splat_constants=False`` sets broadcasts of constants aside too: HLO's form of a splat
+    constant (XLA's builder writes every splat of more than one element as one)."""
     names = module_paths_and_nodes(program)
-    counted = [i for i in hlo_instructions(hlo_text) if i.opcode not in _NOT_COMPUTING]
+    instructions = hlo_instructions(hlo_text)
+    constants = {i.name for i in instructions if i.opcode == "constant"}
+    counted = [
+        i
+        for i in instructions
+        if i.opcode not in _NOT_COMPUTING
+        and (splat_constants or not (i.opcode == "broadcast" and set(i.operands) <= constants))
+    ]
     if kernels_only:
         kept = kernel_instructions(hlo_text)
         counted = [i for i in counted if i.name in kept]

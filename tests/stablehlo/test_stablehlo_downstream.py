@@ -196,14 +196,23 @@ def test_seed003_ranges_survive_canonicalize_and_cse(number_attributes: Any) -> 
     )
 
 
-def test_merging_constant_values_changes_no_output_bit(monkeypatch: pytest.MonkeyPatch) -> None:
-    """One op per constant value (``_constant_values``): fewer ops, the same outputs."""
+@pytest.mark.parametrize("name", ["transformer_encoder", "conv_transformer"])
+def test_merging_constant_values_changes_no_output_bit(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One op per constant value (``_constant_values``, and per value XLA folds to,
+    ``_folded_constant_values``: the conv model's variance divisor ``32 - 0``): fewer ops,
+    the same outputs."""
     from modelprov.stablehlo import _export
 
-    model, args, _ = _downstream.MODELS["transformer_encoder"]()
-    merged = modelprov.export_stablehlo(model, args)
+    model, args, kwargs = _downstream.MODELS[name]()
+    merged = modelprov.export_stablehlo(model, args, kwargs)
+    monkeypatch.setattr(_export, "merge_folded_constant_values", lambda module, to_hlo: 0)
+    identical_only = modelprov.export_stablehlo(model, args, kwargs)
     monkeypatch.setattr(_export, "merge_constant_values", lambda module: 0)
-    plain = modelprov.export_stablehlo(model, args)
-    assert len(merged.ops) < len(plain.ops)
+    plain = modelprov.export_stablehlo(model, args, kwargs)
+    assert len(merged.ops) <= len(identical_only.ops) < len(plain.ops)
+    if name == "conv_transformer":
+        assert len(merged.ops) < len(identical_only.ops)
     for ours, theirs in zip(merged.run(*args), plain.run(*args), strict=True):
         np.testing.assert_array_equal(np.asarray(ours), np.asarray(theirs))

@@ -156,16 +156,17 @@ def _cmd_recover(args: argparse.Namespace) -> int:
     with _status("loading models"):
         original = load_model_proto(args.original, load_weights=False)
         optimized = load_model_proto(args.optimized, load_weights=False)
-    from modelprov.onnx.recover._recover import recover_with_working_model
+    from modelprov.onnx.recover._recover import recover_model
 
     with _status("recovering provenance"):
-        _, recovery, result = recover_with_working_model(
+        recovered = recover_model(
             original,
             optimized,
             policies=args.policies,
             paths=(args.original, args.optimized),
             **option_values(args, _recover_options()),
         )
+    result, recovery = recovered.model, recovered.report
     with _status(f"writing {output}"):
         set_base_dir(result, os.path.dirname(os.path.abspath(args.optimized)))
         written = save_model(result, output)

@@ -246,10 +246,8 @@ def _proto_functions(proto: onnx.ModelProto) -> list[FunctionUse]:
     def count(nodes: Sequence[onnx.NodeProto]) -> None:
         for node in nodes:
             calls[(node.domain, node.op_type, node.overload)] += 1
-            for attribute in node.attribute:
-                subgraphs = [attribute.g] if attribute.HasField("g") else []
-                for subgraph in [*subgraphs, *attribute.graphs]:
-                    count(subgraph.node)
+            for subgraph in subgraphs(node):
+                count(subgraph.node)
 
     count(proto.graph.node)
     for function in proto.functions:

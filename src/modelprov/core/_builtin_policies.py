@@ -253,8 +253,10 @@ shared code (a mask, a constant) stays where its output is computed, e.g. in its
 When several sources' outputs meet on the node, the first one (in export order) is the
 operation that computed the tensor; the others are aliases of it that a step removed (an
 eliminated Identity or no-op, a merged duplicate), so the node keeps the value onnxscript's
-own optimizer keeps there. Without an output source the last source (the most downstream)
-decides. The merged values remain in the node's sources.
+own optimizer keeps there (a node standing for other nodes' outputs that are no source's
+output counts their sources as meeting there: ``Provenance.twins``). Without an output
+source the last source (the most downstream) decides. The merged values remain in the
+node's sources.
 """
 
 _NOTE = "# "

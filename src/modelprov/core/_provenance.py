@@ -69,6 +69,11 @@ class Provenance:
     lost: set[int] = dataclasses.field(default_factory=set)
     kept_for_recall: dict[ir.Node, frozenset[int]] = dataclasses.field(default_factory=dict)
     """Per node, the sources it carries only so that they are not lost."""
+    twins: dict[ir.Value, frozenset[int]] = dataclasses.field(default_factory=dict)
+    """Per value that took other nodes' outputs' places (merged common subexpressions,
+    removed no-ops), when it is no source's output (a ``Shape`` each lowering computes for
+    itself): the sources of its producer and of those nodes, whose outputs meet there
+    (what ``follow_output`` reads as the node's output sources)."""
 
     @classmethod
     def read(
@@ -255,6 +260,8 @@ class Provenance:
                     for aliased in _aliased_values(old_value, new_value, change, before):
                         merged.update(value_sources.get(aliased, empty))
             value_sources[new_value] = frozenset(merged)
+            if not merged:
+                self._merge_twins(new_value, olds, change)
         walked = change.after_graphs and change.after_graphs[0] is graph
         current = change.after_nodes if walked else all_nodes(graph)
         kept: set[int] = set().union(*[updated.setdefault(node, empty) for node in current])
@@ -270,6 +277,36 @@ class Provenance:
             for value, sources in value_sources.items()
             if value in live_values or value.producer() is None
         }
+        if self.twins:
+            self.twins = {
+                value: sources for value, sources in self.twins.items() if value in live_values
+            }
+
+    def _merge_twins(self, new_value: ir.Value, olds: Sequence[ir.Value], change: Change) -> None:
+        """Records in :attr:`twins` the sources of the nodes whose outputs ``new_value``
+        replaced, with those of its producer's (kept) node."""
+        producer = new_value.producer()
+        if producer is None:
+            return
+        twins = [
+            old.producer()
+            for old in olds
+            if old is not new_value
+            and (node := old.producer()) is not None
+            and node is not producer
+        ]
+        if not twins:
+            return
+        empty: frozenset[int] = frozenset()
+        kept = change.same.get(producer)
+        found = set(self.twins.get(new_value, empty))
+        for node in [kept, *twins]:
+            if node is not None:
+                found.update(self.node_sources.get(node, empty))
+                for value in node.outputs:
+                    found.update(self.twins.get(value, empty))
+        if found:
+            self.twins[new_value] = frozenset(found)
 
     def write(
         self,
@@ -314,6 +351,9 @@ class Provenance:
                 outputs: set[int] = set()
                 for value in node.outputs:
                     outputs.update(value_sources.get(value, empty))
+                if not outputs and self.twins:
+                    for value in node.outputs:
+                        outputs.update(self.twins.get(value, empty) & own)
                 merged = self.merged_metadata(
                     sorted(own), outputs, policies, label=label, max_bytes=max_bytes
                 )

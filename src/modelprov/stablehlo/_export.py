@@ -20,11 +20,12 @@ from modelprov.stablehlo._program import StableHLOProgram
 from modelprov.stablehlo.attach._attach import attach
 from modelprov.stablehlo.attach._composite_ops import finish_composites, locate_composites
 from modelprov.stablehlo.attach._constant_values import merge_constant_values
+from modelprov.stablehlo.attach._folded_constant_values import merge_folded_constant_values
 from modelprov.stablehlo.attach._numbers import NUMBER_ATTRIBUTES, NumberAttributes, number_kinds
 from modelprov.stablehlo.lower._aliases import alias_infos
 from modelprov.stablehlo.lower._control_flow import branch_sources
 from modelprov.stablehlo.lower._fx_nodes import fx_node_infos, node_info
-from modelprov.stablehlo.lower._jax_compat import ir_context, module_to_bytecode
+from modelprov.stablehlo.lower._jax_compat import ir_context, mlir_to_hlo_text, module_to_bytecode
 from modelprov.stablehlo.lower._lower import ROOT_SCOPE, lower
 from modelprov.stablehlo.lower._torchax_compat import import_torchax
 
@@ -163,6 +164,7 @@ def program_from_exported_program(
         if lowered.composites is not None:
             locate_composites(module, lowered.composites, ROOT_SCOPE)
         merge_constant_values(module)  # one op per constant value: compilers keep its name
+        merge_folded_constant_values(module, mlir_to_hlo_text)  # and per value XLA folds to
         result = attach(
             module,
             ROOT_SCOPE,

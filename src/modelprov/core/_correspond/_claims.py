@@ -79,6 +79,7 @@ class _ClaimPhase:
             self.producer_now,
             self.old_equivalents,
             lambda value: bool(self.old_equivalents(value)),
+            self.produced,
         )
         return self._change(unanchored)
 
@@ -337,11 +338,15 @@ def _share_within_clusters(
     producer_now: Mapping[ir.Value, ir.Node],
     old_equivalents: Callable[[ir.Value], list[ir.Value]],
     known: Callable[[ir.Value], bool],
+    produced: dict[ir.Node, set[ir.Node]],
 ) -> list[ir.Node]:
     """New nodes without claims take, from the claims of the new nodes they feed through
     fresh values (else of all new nodes linked to them so), the removed nodes they can
     compute: those whose inputs from outside the claim all lie among what the node reads
-    (directly or through other new nodes)."""
+    (directly or through other new nodes). One that reads a value computed on data (a
+    ``Shape`` a tool split off a shape computation: onnxruntime makes ``Shape(Transpose(x))``
+    ``Gather(Shape(x), perm)``) computes with them the old values its cluster produces, so
+    its ``produced`` takes those of its claims: it folded no constant."""
     new_set = set(new_nodes)
     parent: dict[ir.Node, ir.Node] = {node: node for node in new_nodes}
 
@@ -423,6 +428,18 @@ def _share_within_clusters(
         found = _upstream_boundary(target, before.inputs.__getitem__, claimed_producer)
         return {value for value in found if not is_constant(value)}
 
+    produced_by_cluster: dict[ir.Node, set[ir.Node]] = {}
+
+    def cluster_produced(root: ir.Node) -> set[ir.Node]:
+        """The old nodes whose outputs the cluster's nodes now produce."""
+        if not produced_by_cluster:
+            for member in new_nodes:
+                olds = produced.get(member)
+                if olds:
+                    produced_by_cluster.setdefault(find(member), set()).update(olds)
+            produced_by_cluster.setdefault(root, set())
+        return produced_by_cluster.get(root, set())
+
     constant_nodes = before.constant_nodes()
     unanchored: list[ir.Node] = []
     for node in new_nodes:
@@ -447,6 +464,10 @@ def _share_within_clusters(
             absorbed[node] = own | computable  # it has claims of its own: nothing by default
         else:
             absorbed[node] = computable or set(shared)
+            if any(not is_constant(value) for value in _direct_old_reads(node, old_equivalents)):
+                computed = cluster_produced(find(node)) & absorbed[node]
+                if computed:
+                    produced.setdefault(node, set()).update(computed)
     return unanchored
 
 
@@ -487,14 +508,29 @@ def is_layout_reorder(node: ir.Node) -> bool:
     )
 
 
+def _direct_old_reads(
+    node: ir.Node, old_equivalents: Callable[[ir.Value], list[ir.Value]]
+) -> list[ir.Value]:
+    """The old values ``node``'s inputs stand for."""
+    return [old for value in node.inputs if value is not None for old in old_equivalents(value)]
+
+
 def _moves_nothing(reorder: ir.Node, computing: ir.Node) -> bool:
     """True when ``reorder`` hands back a value of static shape whose spatial dimensions
-    are all 1, computed by a Conv with as many output channels as the value has: its
-    blocked layout holds the elements in the plain order."""
+    are all 1, computed by a Conv with as many output channels as the value has (or by
+    nodes working in its layout after it, such as an activation beside it): its blocked
+    layout holds the elements in the plain order."""
     shape = reorder.outputs[0].shape
     if shape is None or not shape.is_static() or len(shape) < 3:
         return False
     dims = shape.numpy()
+    for _ in range(4):  # back through the nodes after the Conv, first inputs
+        if computing.op_type == "Conv" or not computing.inputs or computing.inputs[0] is None:
+            break
+        upstream = computing.inputs[0].producer()
+        if upstream is None:
+            return False
+        computing = upstream
     if (
         any(dim != 1 for dim in dims[2:])
         or computing.op_type != "Conv"

@@ -28,7 +28,7 @@ import onnx_ir as ir
 from modelprov.core._policy import Policies
 from modelprov.core._provenance import Provenance
 from modelprov.core._walks import all_nodes
-from modelprov.onnx.recover._recover import CONFIDENCE_KEY, recover_with_working_model
+from modelprov.onnx.recover._recover import CONFIDENCE_KEY, recover_model
 
 __all__ = ["QDQ_OPS", "QdqAttribution", "attribute_quantized", "is_qdq", "quantized_source"]
 
@@ -107,11 +107,8 @@ def attribute_quantized(
     }
     bypassed, renamed = _bypassed_copy(quantized, original_names)
     # The bypassed copy computes without quantization's rounding: structure decides.
-    recovered = recover_with_working_model(original, bypassed, policies=policies, run_check=False)[
-        0
-    ]
-    assert isinstance(recovered, ir.Model)
-    found = Provenance.read(recovered)
+    result = recover_model(original, bypassed, policies=policies, run_check=False)
+    recovered, found = result.model, result.provenance
     quantized_values = {
         value.name: value
         for node in all_nodes(quantized.graph)

@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 import onnx_ir as ir
 
-from modelprov.onnx.recover._anchors_structure import same_type
+from modelprov.onnx.recover._anchors_structure import same_attributes, same_type
 
 __all__ = ["anchor_blocked_convs"]
 
@@ -36,6 +36,7 @@ def anchor_blocked_convs(new_nodes: list[ir.Node], value_anchors: dict[ir.Value,
     """Adds to ``value_anchors`` (new -> old) the fresh values blocked Convs read."""
     paired: dict[ir.Node, ir.Node] = {}
     taken: set[ir.Node] = set()
+    named = set(value_anchors)
     for node in new_nodes:
         if node.domain in _PLAIN or node.op_type != "Conv" or not node.inputs:
             continue
@@ -63,6 +64,8 @@ def anchor_blocked_convs(new_nodes: list[ir.Node], value_anchors: dict[ir.Value,
         if old_read is None and old_input is not None and same_type(old_input, read):
             value_anchors[read] = old_input
         _anchor_residual(node, old, value_anchors)
+        _anchor_output(node, old, value_anchors)
+    _anchor_blocked_inputs(new_nodes, value_anchors, named)
 
 
 def _behind_reorders(value: ir.Value | None) -> ir.Value | None:
@@ -198,6 +201,91 @@ def _anchor_residual(node: ir.Node, old: ir.Node, value_anchors: dict[ir.Value, 
     ]
     if len(others) == 1 and same_type(others[0], residual):
         value_anchors[residual] = others[0]
+
+
+def _anchor_output(node: ir.Node, old: ir.Node, value_anchors: dict[ir.Value, ir.Value]) -> None:
+    """A paired Conv's fresh output is the last original value of what it fused: the
+    original Conv's output, the residual Add's, or that of the activation reading either
+    (a node the tool left beside it, such as a QuickGelu, then reads that value)."""
+    output = node.outputs[0] if node.outputs else None
+    if output is None or output in value_anchors:
+        return
+    end = old.outputs[0]
+    if len(node.inputs) > 3 and node.inputs[3] is not None:
+        adds = [
+            use.node
+            for use in end.uses()
+            if use.node.op_type == "Add" and use.node.domain in _PLAIN
+        ]
+        if len(adds) != 1:
+            return
+        end = adds[0].outputs[0]
+    activation = node.attributes.get("activation")
+    if activation is not None:
+        fused = [use.node for use in end.uses() if use.node.op_type == activation.as_string()]
+        if len(fused) != 1:
+            return
+        end = fused[0].outputs[0]
+    if same_type(end, output):
+        value_anchors[output] = end
+
+
+def _anchor_blocked_inputs(
+    new_nodes: list[ir.Node], value_anchors: dict[ir.Value, ir.Value], named: set[ir.Value]
+) -> None:
+    """Fresh values read by nodes whose outputs are known, downstream first (a chain of
+    them anchors back to its start):
+
+    * a ``ReorderOutput`` converts a value, it computes nothing: its fresh input is the
+      value its output is, in the blocked layout (the output of an activation the tool
+      left beside a blocked Conv, also read by the next blocked Conv);
+    * a node working in the blocked layout whose outputs were anchored here (not by
+      name), and which is the original node of those outputs (a plain Concat of two
+      blocked values; the same op in the blocked domain, as a pooling or an activation
+      beside a blocked Conv), reads slot by slot what that original node read: a fresh
+      input takes the original input's place.
+    """
+    for node in reversed(new_nodes):
+        if node.domain not in _PLAIN and node.op_type == "ReorderOutput":
+            _anchor_converted(node, value_anchors)
+            continue
+        if node.op_type in ("Conv", "ReorderInput") or not node.outputs:
+            continue
+        olds = [value_anchors.get(value) for value in node.outputs]
+        if any(old is None for old in olds) or all(value in named for value in node.outputs):
+            continue
+        producers = {old.producer() for old in olds if old is not None}
+        if len(producers) != 1:
+            continue
+        (old_node,) = producers
+        if (
+            old_node is None
+            or old_node.op_type != node.op_type
+            or (old_node.domain != node.domain and old_node.domain not in _PLAIN)
+            or len(old_node.inputs) != len(node.inputs)
+            or not same_attributes(node, old_node)
+        ):
+            continue
+        for new_input, old_input in zip(node.inputs, old_node.inputs, strict=True):
+            if (
+                new_input is not None
+                and old_input is not None
+                and new_input not in value_anchors
+                and new_input.producer() is not None
+                and same_type(old_input, new_input)
+            ):
+                value_anchors[new_input] = old_input
+
+
+def _anchor_converted(reorder: ir.Node, value_anchors: dict[ir.Value, ir.Value]) -> None:
+    """A ``ReorderOutput``'s fresh input is the old value its output is."""
+    if len(reorder.inputs) != 1 or len(reorder.outputs) != 1:
+        return
+    (value,), (output,) = reorder.inputs, reorder.outputs
+    old = value_anchors.get(output)
+    if value is None or old is None or value in value_anchors or value.producer() is None:
+        return
+    value_anchors[value] = old
 
 
 def _behind_pad(old: ir.Node) -> ir.Value | None:

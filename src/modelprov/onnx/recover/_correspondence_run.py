@@ -32,6 +32,7 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
+from modelprov._model_io._proto_walk import attribute_graphs, graph_nodes
 from modelprov.errors import InvalidModelError
 
 __all__ = [
@@ -165,15 +166,7 @@ def _cannot_run(role: str, ops: list[str]) -> str:
 
 def _proto_ops(graph: onnx.GraphProto) -> list[str]:
     """The op types of a graph's nodes, subgraphs included."""
-    ops: list[str] = []
-    for node in graph.node:
-        ops.append(node.op_type)
-        for attribute in node.attribute:
-            if attribute.HasField("g"):
-                ops += _proto_ops(attribute.g)
-            for subgraph in attribute.graphs:
-                ops += _proto_ops(subgraph)
-    return ops
+    return [node.op_type for node in graph_nodes(graph)]
 
 
 def _external_tensors(proto: onnx.ModelProto) -> bool:
@@ -198,8 +191,7 @@ def _external_tensors(proto: onnx.ModelProto) -> bool:
             t.data_location == onnx.TensorProto.EXTERNAL for t in [*tensors, *attribute.tensors]
         ):
             return True
-        graphs.extend([attribute.g] if attribute.HasField("g") else [])
-        graphs.extend(attribute.graphs)
+        graphs.extend(attribute_graphs(attribute))
     return False
 
 

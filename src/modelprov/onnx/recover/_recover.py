@@ -18,6 +18,13 @@ Nothing but metadata changes: the tool's nodes, order, names and weights stay as
 First, recover makes sure the tool's model computes what the original computes: both run
 on the same random inputs when they can (``_correspondence_run``), else their structure is
 compared (``_correspondence_check``); ``force`` overrides either refusal, with a warning.
+
+One onnx_ir pipeline (:func:`recover_model`, returning :class:`Recovered`): each model is
+read once as onnx_ir at the edge, the tool's metadata repaired once there (a ModelProto's
+repeated keys merged by policy and invalid UTF-8 replaced before onnx_ir reads it; an
+onnx_ir model's invalid text replaced), then attributed. Only :func:`recover` of a
+ModelProto copies the metadata onto the tool's own proto, so that what it returns is the
+tool's proto, byte for byte, plus metadata.
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ from modelprov._model_io._convert import ModelInput, model_input
 from modelprov._model_io._duplicate_keys import merged_entries
 from modelprov._model_io._ir_check import checked_clone
 from modelprov._model_io._proto_check import check_proto, read_proto
+from modelprov._model_io._proto_walk import subgraphs
 from modelprov.core._correspond import Change, Snapshot, correspond
 from modelprov.core._policy import Policies
 from modelprov.core._printable import printable_lines
@@ -65,9 +73,11 @@ if TYPE_CHECKING:
 __all__ = [
     "CONFIDENCE_KEY",
     "RecoverOptions",
+    "Recovered",
     "RecoveryReport",
     "recover",
     "recover_ir",
+    "recover_model",
     "recover_with_report",
 ]
 
@@ -169,11 +179,8 @@ def _repair_proto(proto: onnx.ModelProto, policies: Policies | None = None) -> l
     def walk(graph: onnx.GraphProto, prefix: str) -> None:
         for index, node in enumerate(graph.node):
             fix(node.metadata_props, f"{prefix}node {node.name or index!r}")
-            for attribute in node.attribute:
-                if attribute.HasField("g"):
-                    walk(attribute.g, f"{prefix}{node.name}/")
-                for subgraph in attribute.graphs:
-                    walk(subgraph, f"{prefix}{node.name}/")
+            for subgraph in subgraphs(node):
+                walk(subgraph, f"{prefix}{node.name}/")
         for info in [*graph.input, *graph.output, *graph.value_info]:
             fix(info.metadata_props, f"{prefix}value {info.name!r}")
 
@@ -387,6 +394,19 @@ def _judge_correspondence(
     return f"forced past the {decided} check: " + "; ".join(problems)
 
 
+@dataclasses.dataclass(frozen=True)
+class Recovered:
+    """What recover's pipeline returns: the tool's model with provenance written on it (an
+    onnx_ir model, a copy: the input is never modified), the report, and the provenance as
+    the engine holds it (sources per node and value, the sources lost), which is what the
+    model's metadata says, so a caller building on it (the quantizer) need not read it back.
+    """
+
+    model: ir.Model
+    report: RecoveryReport
+    provenance: Provenance
+
+
 def recover_ir(
     original: ir.Model,
     optimized: ir.Model,
@@ -394,16 +414,18 @@ def recover_ir(
     policies: Policies | None = None,
     force: bool = False,
     comparison: RunComparison | None = None,
-) -> RecoveryReport:
-    """Writes provenance onto ``optimized`` (an onnx_ir model, changed in place).
+    repaired: Iterable[str] = (),
+) -> Recovered:
+    """Writes provenance onto ``optimized`` (an onnx_ir model whose metadata is valid text,
+    changed in place) and returns it with the report and the provenance written.
 
     ``comparison`` is what running both models showed (``_correspondence_run``); without
     one, or when they could not run, structure decides. Raises CorrespondenceError saying
     what differs when ``optimized`` does not correspond to ``original``, unless ``force``.
+    ``repaired`` says where the metadata of ``optimized`` was repaired, for the report.
     """
     decided = _judge_correspondence(original, optimized, comparison, force)
     logger.info("recover: correspondence %s", decided)
-    repaired = _repair_ir(optimized)
     provenance = Provenance.read(original)
     node_anchors, value_anchors, merged = _anchors(original, optimized)
     change = correspond(
@@ -432,7 +454,7 @@ def recover_ir(
         level = _confidence(change, node, produces_known, own, provenance)
         counts[level] += 1
         node.metadata_props[CONFIDENCE_KEY] = level
-    return RecoveryReport(
+    report = RecoveryReport(
         nodes=len(all_nodes(optimized.graph)),
         exact=counts["exact"],
         named=counts["named"],
@@ -442,6 +464,7 @@ def recover_ir(
         repaired=tuple(repaired),
         correspondence=decided,
     )
+    return Recovered(optimized, report, provenance)
 
 
 def _copy_metadata(source: ir.Model, target: onnx.ModelProto) -> None:
@@ -537,13 +560,14 @@ def recover_with_report(
     Returns:
         (the recovered model, of the same kind as :func:`recover` returns, and the report).
     """
-    result, report, _ = recover_with_working_model(
-        original, optimized, policies=policies, force=force
-    )
-    return result, report
+    recovered, proto = _recover(original, optimized, policies=policies, force=force)
+    if proto is None:
+        return recovered.model, recovered.report
+    _copy_metadata(recovered.model, proto)
+    return proto, recovered.report
 
 
-def recover_with_working_model(
+def recover_model(
     original: ModelInput,
     optimized: ModelInput,
     *,
@@ -551,13 +575,33 @@ def recover_with_working_model(
     force: bool = False,
     paths: tuple[str | None, str | None] = (None, None),
     run_check: bool = True,
-) -> tuple[onnx.ModelProto | ir.Model, RecoveryReport, ir.Model]:
-    """:func:`recover_with_report`, also returning the recovered model as onnx_ir (the
-    result itself, or the proto result's twin holding the same graph and metadata), so
-    a caller writing it need not read the proto back. ``paths`` name the files the two
-    models were read from (their external weights lie beside them), for the run check;
-    ``run_check=False`` (modelprov's own callers, whose pair computes differently on
-    purpose, e.g. a quantized model without its Q/DQ) leaves the decision to structure."""
+) -> Recovered:
+    """recover as one onnx_ir pipeline: both models read once as onnx_ir, the tool's one's
+    metadata repaired, the correspondence checked, provenance written (:class:`Recovered`).
+
+    modelprov's own callers (the CLI, the quantizer) use it; :func:`recover` and
+    :func:`recover_with_report` are it, with the model given back as the kind passed.
+    ``paths`` name the files the two models were read from (their external weights lie
+    beside them), for the run check; ``run_check=False`` (a caller whose pair computes
+    differently on purpose, e.g. a quantized model without its Q/DQ) leaves the decision to
+    structure.
+    """
+    return _recover(
+        original, optimized, policies=policies, force=force, paths=paths, run_check=run_check
+    )[0]
+
+
+def _recover(
+    original: ModelInput,
+    optimized: ModelInput,
+    *,
+    policies: Policies | None,
+    force: bool,
+    paths: tuple[str | None, str | None] = (None, None),
+    run_check: bool = True,
+) -> tuple[Recovered, onnx.ModelProto | None]:
+    """:func:`recover_model`, and for a ModelProto ``optimized`` its repaired copy (the
+    proto :func:`recover` returns once the metadata is copied onto it), else None."""
     before = _load(original, "original")
     after = _load(optimized, "optimized")
     comparison = (
@@ -568,23 +612,33 @@ def recover_with_working_model(
         if run_check
         else None
     )
+    original_ir = _original_ir(before, policies)
+    if isinstance(after, ir.Model):
+        working = checked_clone(after, "the optimized model")
+        repaired = _repair_ir(working)
+        proto = None
+    else:
+        proto, repaired = _repaired(after, policies)
+        repaired = list(dict.fromkeys(repaired))  # two holders may share a name
+        working = read_proto(proto, "the optimized model")
+    recovered = recover_ir(
+        original_ir,
+        working,
+        policies=policies,
+        force=force,
+        comparison=comparison,
+        repaired=repaired,
+    )
+    return recovered, proto
+
+
+def _original_ir(before: onnx.ModelProto | ir.Model, policies: Policies | None) -> ir.Model:
+    """The original as an onnx_ir model of its own, with inferred shapes."""
     if isinstance(before, ir.Model):
         original_ir = checked_clone(before, "the original model")
         _infer_shapes(original_ir)
-    else:
-        original_ir = _inferred_ir(_repaired(before, policies)[0], "the original model")
-    if isinstance(after, ir.Model):
-        result = checked_clone(after, "the optimized model")
-        report = recover_ir(
-            original_ir, result, policies=policies, force=force, comparison=comparison
-        )
-        return result, report, result
-    proto, repaired = _repaired(after, policies)
-    working = read_proto(proto, "the optimized model")
-    report = recover_ir(original_ir, working, policies=policies, force=force, comparison=comparison)
-    _copy_metadata(working, proto)
-    report = dataclasses.replace(report, repaired=tuple(_dedupe([*repaired, *report.repaired])))
-    return proto, report, working
+        return original_ir
+    return _inferred_ir(_repaired(before, policies)[0], "the original model")
 
 
 def _path_of(model: ModelInput, path: str | None) -> str | None:
@@ -624,7 +678,3 @@ def _repaired(
     copy = onnx.ModelProto()
     copy.CopyFrom(proto)
     return copy, _repair_proto(copy, policies)
-
-
-def _dedupe(items: Iterable[str]) -> list[str]:
-    return list(dict.fromkeys(items))

@@ -3,6 +3,8 @@ back; a model that computes something else is refused; the inputs are never modi
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import onnx
 import onnx_ir as ir
@@ -11,7 +13,12 @@ import pytest
 from modelprov._cli._examples import optimized_export_bytes
 from modelprov.errors import CorrespondenceError
 from modelprov.onnx._lookup import node_sources
-from modelprov.onnx.recover._recover import recover, recover_with_report
+from modelprov.onnx.recover._recover import (
+    Recovered,
+    recover,
+    recover_model,
+    recover_with_report,
+)
 
 
 def _original() -> onnx.ModelProto:
@@ -63,3 +70,65 @@ def test_an_onnx_ir_model_comes_back_as_one() -> None:
     recovered = recover(original, ir.from_proto(_stripped(_original(), rename=True)))
     assert isinstance(recovered, ir.Model)
     assert all(found for _, found in node_sources(recovered))
+
+
+def _sources_by_node(model: ir.Model) -> list[list[str]]:
+    return [sorted(s.id for s in found) for _, found in node_sources(model)]
+
+
+@pytest.mark.parametrize("kind", ["proto", "ir"])
+def test_recover_model_is_one_ir_pipeline_whose_provenance_is_what_the_model_says(
+    kind: str,
+) -> None:
+    from modelprov.core._provenance import Provenance
+    from modelprov.core._walks import all_nodes
+
+    original = _original()
+    optimized = _stripped(original, rename=True)
+    given = (
+        (original, optimized)
+        if kind == "proto"
+        else tuple(map(ir.from_proto, (original, optimized)))
+    )
+    kept = [
+        ir.to_proto(m).SerializeToString() if isinstance(m, ir.Model) else m.SerializeToString()
+        for m in given
+    ]
+    recovered = recover_model(*given)
+    assert isinstance(recovered, Recovered) and isinstance(recovered.model, ir.Model)
+    assert recovered.model is not given[1]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        recovered.report = recovered.report  # type: ignore[misc]
+    after = [
+        ir.to_proto(m).SerializeToString() if isinstance(m, ir.Model) else m.SerializeToString()
+        for m in given
+    ]
+    assert after == kept  # neither input modified
+    # The engine's provenance is the one the metadata says: a caller need not read it back.
+    read = Provenance.read(recovered.model)
+    held = recovered.provenance
+    nodes = all_nodes(recovered.model.graph)
+    assert [held.table.ids(held.node_sources.get(n, frozenset())) for n in nodes] == [
+        read.table.ids(read.node_sources.get(n, frozenset())) for n in nodes
+    ]
+    assert _sources_by_node(recovered.model) == _sources_by_node(ir.from_proto(original))
+    # recover_with_report gives the same metadata, on the kind it was given.
+    model, report = recover_with_report(*given)
+    assert report == recovered.report
+    as_ir = model if isinstance(model, ir.Model) else ir.from_proto(model)
+    assert isinstance(model, type(given[1]))
+    assert [dict(n.metadata_props) for n in as_ir.graph.all_nodes()] == [
+        dict(n.metadata_props) for n in recovered.model.graph.all_nodes()
+    ]
+
+
+def test_recover_model_repairs_the_tools_metadata_once_and_reports_it() -> None:
+    original = _original()
+    optimized = _stripped(original, rename=False)
+    entry = optimized.graph.node[0].metadata_props.add()
+    entry.key, entry.value = "custom.note", "a"
+    entry = optimized.graph.node[0].metadata_props.add()
+    entry.key, entry.value = "custom.note", "b"  # a key twice: merged by its policy
+    recovered = recover_model(original, optimized)
+    assert recovered.report.repaired == (f"node {optimized.graph.node[0].name!r}",)
+    assert len(optimized.graph.node[0].metadata_props) == 2  # the input is untouched

@@ -25,10 +25,10 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import Any
 
-__all__ = ["merge_constant_values"]
+__all__ = ["NOT_VALUES", "merge_constant_values"]
 
 # Ops never merged: calls, side effects, tokens (nor ops with regions or without results).
-_NOT_VALUES = frozenset(
+NOT_VALUES = frozenset(
     {
         "func.call",
         "func.return",
@@ -67,7 +67,7 @@ def _merge_block(ir: Any, block: Any) -> int:
                 break  # a block argument or model data
             operands.append((keys[producer], operand.result_number))
         else:
-            if operation.name in _NOT_VALUES:
+            if operation.name in NOT_VALUES:
                 continue  # a call's result, a side effect: not a constant
             own = _signature(ir, operation)
             if own is None:
@@ -92,7 +92,7 @@ def _merge_block(ir: Any, block: Any) -> int:
 
 def _signature(ir: Any, operation: Any) -> tuple[str, ...] | None:
     """The op's name, result types and attributes; None when it is never merged."""
-    if operation.name in _NOT_VALUES or len(operation.regions) or not len(operation.results):
+    if operation.name in NOT_VALUES or len(operation.regions) or not len(operation.results):
         return None
     parts = [operation.name, *(str(result.type) for result in operation.results)]
     attributes = operation.attributes

@@ -22,10 +22,13 @@ node); nothing is computed differently.
   decomposition (the call's torch schema);
 - ``version``: :data:`COMPOSITE_VERSION` (this format).
 
-A call stays without a composite (:attr:`CompositePlan.skipped` says why) when it lowers to
-no op (a same-dtype ``to``, a constant torch.export folded), hands no value on
-(``_assert_tensor_metadata``), has a computed non-tensor argument (a symbolic size), its
-decomposed nodes are not contiguous or read a value that is no argument of the call.
+A call the decompositions removed as a no-op (a same-dtype ``to``) is put back as one
+``aten.alias`` node first (``_no_op_calls``): its composite's decomposition returns its
+operand. A call stays without a composite (:attr:`CompositePlan.skipped` says why) when it
+lowers to no op (a dead call torch.export removed, a constant it folded), hands no value on
+(``_assert_tensor_metadata``: JAX drops a composite without results), has a computed
+non-tensor argument (a symbolic size), its decomposed nodes are not contiguous or read a
+value that is no argument of the call.
 """
 
 from __future__ import annotations

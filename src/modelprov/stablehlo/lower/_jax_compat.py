@@ -11,6 +11,11 @@
   unsharded entry per added result. ``dataclasses.replace`` on the public fields alone
   leaves it one entry per original result and ``call`` fails.
 
+- ``jax._src.lib.xla_client._xla.mlir.mlir_module_to_xla_computation``: XLA's own
+  conversion of MLIR text to HLO (what ``jax.jit(...).lower(...).as_text(dialect="hlo")``
+  runs, MLIR folder included), for a module that is no JAX function
+  (``_folded_constant_values`` asks it which constant values XLA folds together).
+
 None has a public equivalent in jax 0.10.2. When one is missing,
 :class:`~modelprov.errors.MissingDependencyError` names the jax version found and the one
 modelprov was tested with (:data:`TESTED_JAX`).
@@ -24,7 +29,13 @@ from typing import Any
 
 from modelprov.errors import MissingDependencyError
 
-__all__ = ["TESTED_JAX", "exported_with_results", "ir_context", "module_to_bytecode"]
+__all__ = [
+    "TESTED_JAX",
+    "exported_with_results",
+    "ir_context",
+    "mlir_to_hlo_text",
+    "module_to_bytecode",
+]
 
 TESTED_JAX = "0.10.2"
 """The jax version whose private helpers this module uses (the ``stablehlo`` extra's pin)."""
@@ -51,6 +62,22 @@ def module_to_bytecode(module: Any) -> bytes:
     """The portable StableHLO bytecode of ``module``, as ``jax.export`` serializes it."""
     serialized: bytes = _private("jax._src.export._export", "_module_to_bytecode")(module)
     return serialized
+
+
+def mlir_to_hlo_text(text: str) -> str:
+    """XLA's HLO text of MLIR ``text`` (its results as one tuple), before any HLO pass."""
+    xla = _private("jax._src.lib", "xla_client")
+    convert = getattr(
+        getattr(getattr(xla, "_xla", None), "mlir", None), "mlir_module_to_xla_computation", None
+    )
+    if convert is None:
+        import jax
+
+        raise MissingDependencyError(
+            f"jax {jax.__version__} lacks xla_client._xla.mlir.mlir_module_to_xla_computation; "
+            f'modelprov was tested with jax {TESTED_JAX}: pip install "modelprov[stablehlo]"'
+        )
+    return str(convert(text, use_tuple_args=False, return_tuple=True).as_hlo_text())
 
 
 def exported_with_results(exported: Any, serialized: bytes, added_avals: tuple[Any, ...]) -> Any:

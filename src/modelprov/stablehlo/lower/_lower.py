@@ -39,6 +39,7 @@ from modelprov.stablehlo.lower._composites import (
 )
 from modelprov.stablehlo.lower._control_flow import is_control_flow, lower_control_flow
 from modelprov.stablehlo.lower._decompositions import LOWERING_DECOMPOSITIONS
+from modelprov.stablehlo.lower._no_op_calls import restore_no_op_calls
 from modelprov.stablehlo.lower._program_inputs import program_states, user_input_avals
 from modelprov.stablehlo.lower._torchax_compat import import_torchax
 
@@ -235,7 +236,10 @@ def lower(
     if decomposed and composites:
         raise ValueError("composites=True needs the user's program, not a decomposed one")
     program = exported_program if decomposed else decompose(exported_program)
-    plan = plan_composites(program.graph, exported_program.graph) if composites else None
+    plan = None
+    if composites:  # no-op calls come back as identity nodes, to be composites too
+        restore_no_op_calls(program.graph_module, exported_program.graph)
+        plan = plan_composites(program.graph, exported_program.graph)
     env = torchax.default_env()  # registers torchax's ATen lowerings
     weights = tuple(env.t2j_copy(program_states(program)))
     avals = user_input_avals(program)
