@@ -289,10 +289,17 @@ def build(family: str, blocks: tuple[str, ...], seed: int) -> SourcedGraph:
 
 
 @st.composite
-def sourced_graphs(draw: st.DrawFn, max_blocks: int = 5) -> SourcedGraph:
-    """A random sourced graph of 1..max_blocks blocks."""
+def sourced_graphs(
+    draw: st.DrawFn, max_blocks: int = 5, required: tuple[str, ...] = ()
+) -> SourcedGraph:
+    """A random sourced graph of 1..max_blocks blocks, the ``required`` kinds among them
+    (each at a random place; kinds both families have)."""
     family = draw(st.sampled_from(["sequence", "image"]))
     kinds = SEQUENCE_BLOCKS if family == "sequence" else IMAGE_BLOCKS
-    blocks = draw(st.lists(st.sampled_from(kinds), min_size=1, max_size=max_blocks))
+    free = max(max_blocks - len(required), 0)
+    blocks = draw(st.lists(st.sampled_from(kinds), min_size=0 if required else 1, max_size=free))
+    for kind in required:
+        assert kind in kinds, f"{kind} is no {family} block"
+        blocks.insert(draw(st.integers(0, len(blocks))), kind)
     seed = draw(st.integers(0, 2**16))
     return build(family, tuple(blocks), seed)

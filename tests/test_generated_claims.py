@@ -3,7 +3,10 @@
 Random sourced graphs (tests._sourced_graphs) go through random sequences of
 modelprov.optimize and simulated black-box tools followed by modelprov.recover
 (tests._black_box); every claim must lie in its node's value region, recall must stay 1.00,
-untouched nodes must keep exactly their sources and the numerics must not change.
+untouched nodes must keep exactly their sources and the numerics must not change. One case
+in four has a ``duplicate`` block (two copies of one expression, each reading a literal of
+its own) and draws its tools from those that rename, merge, re-lay out or fuse (a family
+where a node is told from its twin only by what it reads).
 
 The default suite runs 300 cases; ``pytest -m slow tests/test_generated_claims.py`` (or
 ``MODELPROV_GENERATED=thorough``) runs 5,000. Both are derandomized: the same cases every
@@ -35,22 +38,47 @@ settings.register_profile("generated-ci", max_examples=DEFAULT_CASES, **_COMMON)
 settings.register_profile("generated-thorough", max_examples=THOROUGH_CASES, **_COMMON)
 _PROFILE = settings.get_profile(f"generated-{os.environ.get('MODELPROV_GENERATED', 'ci')}")
 
-_TOOL = st.builds(
-    Step,
-    kind=st.just("tool"),
-    rewrites=st.lists(st.sampled_from(sorted(REWRITES)), min_size=1, max_size=4).map(tuple),
-    seed=st.integers(0, 999),
-    keep_model_metadata=st.booleans(),
+
+def _steps(rewrites: list[str]) -> st.SearchStrategy[list[Step]]:
+    """optimize then up to two tools, or one or two tools; each tool of 1..4 ``rewrites``."""
+    tool = st.builds(
+        Step,
+        kind=st.just("tool"),
+        rewrites=st.lists(st.sampled_from(rewrites), min_size=1, max_size=4).map(tuple),
+        seed=st.integers(0, 999),
+        keep_model_metadata=st.booleans(),
+    )
+    return st.one_of(
+        st.lists(tool, max_size=2).map(lambda tools: [Step("optimize"), *tools]),
+        st.lists(tool, min_size=1, max_size=2),
+    )
+
+
+# The duplicate family of the module docstring: its tools rename, merge, move or re-lay out
+# values, or make fresh inputs (fusions).
+_DUPLICATE_TOOLS = [
+    "block_layout",
+    "constants_to_initializers",
+    "fuse_conv_bn",
+    "fuse_gemm",
+    "insert_layout",
+    "merge_duplicates",
+    "merge_equal_constants",
+    "rename_nodes",
+    "rename_values",
+    "reorder",
+]
+_GENERAL = st.tuples(sourced_graphs(max_blocks=4), _steps(sorted(REWRITES)))
+_DUPLICATES = st.tuples(
+    sourced_graphs(max_blocks=4, required=("duplicate",)), _steps(_DUPLICATE_TOOLS)
 )
-_STEPS = st.one_of(
-    st.lists(_TOOL, max_size=2).map(lambda tools: [Step("optimize"), *tools]),
-    st.lists(_TOOL, min_size=1, max_size=2),
-)
+_CASES = st.integers(0, 3).flatmap(lambda draw: _DUPLICATES if draw == 0 else _GENERAL)
 
 
 @settings(_PROFILE)
-@given(graph=sourced_graphs(max_blocks=4), steps=_STEPS)
-def test_claims_stay_in_their_regions_through_optimize_and_tools(graph, steps) -> None:
+@given(case=_CASES)
+def test_claims_stay_in_their_regions_through_optimize_and_tools(case) -> None:
+    graph, steps = case
     check_case(graph, steps)
 
 
@@ -197,6 +225,44 @@ def _tool(*rewrites: str, seed: int = 0, keep: bool = True) -> Step:
             ("image", ("conv", "conv", "conv", "residual", "conv", "conv", "conv"), 1),
             [_tool("block_layout", seed=1)],
             id="a-reorder-carries-only-the-block-it-converts",
+        ),
+        pytest.param(
+            ("sequence", ("duplicate", "linear"), 0),
+            [_tool("rename_values", seed=609)],
+            id="a-copy-reading-renamed-equal-literals-is-the-copy-reading-its-inputs",
+        ),
+        pytest.param(
+            ("sequence", ("linear", "linear", "linear", "duplicate"), 0),
+            [_tool("fuse_gemm", "rename_values", seed=235, keep=False)],
+            id="a-renamed-node-behind-a-fresh-input-is-no-fusion",
+        ),
+        pytest.param(
+            ("sequence", ("windows",), 0),
+            [Step("optimize"), _tool("insert_layout", "fuse_consecutive", seed=0, keep=False)],
+            id="a-fresh-input-read-through-a-layout-pair-is-the-value-converted",
+        ),
+        pytest.param(
+            ("image", ("duplicate", "conv"), 0),
+            [_tool("block_layout", "merge_equal_constants", "rename_values", seed=232, keep=False)],
+            id="of-twins-reading-one-merged-literal-each-is-the-copy-reading-its-inputs",
+        ),
+        pytest.param(
+            ("image", ("duplicate", "conv"), 0),
+            [_tool("insert_layout", "merge_duplicates", "rename_values", seed=12)],
+            id="twins-behind-a-layout-conversion-and-a-merge-each-go-to-their-copy",
+        ),
+        pytest.param(
+            ("sequence", ("duplicate", "duplicate"), 0),
+            [_tool("merge_equal_constants", "rename_values", seed=232, keep=False)],
+            id="a-merged-literal-is-the-first-its-readers-read-once-all-are-known",
+        ),
+        pytest.param(
+            ("sequence", ("linear", "duplicate"), 0),
+            [
+                _tool("reorder", seed=0, keep=False),
+                _tool("merge_duplicates", "rename_values", seed=511, keep=False),
+            ],
+            id="a-merged-literal-counts-the-literals-of-copies-merged-into-its-reader",
         ),
     ],
 )

@@ -7,12 +7,16 @@ do not say it.
   attributes, is that node (its outputs renamed, or its inputs read through a layout
   conversion and back: a cancelling Transpose pair); a weight copied or re-laid out under a
   new name may stand in its slot, and one fresh data input (a fused producer's output) is the
-  original input there, when the other inputs name the node;
+  original input there, when the other inputs name the node; of twins (copies up to
+  duplicates) reading equal literals, the one reading the very values the node reads;
 * backward, from the readers: a fresh value read in a slot of a node that is an original node
   is the value that node read there, and its producer the original producer when both do
   the same (equal Constants for constants) and reads what the old producer read (a tool
   fusing two Slices or Reshapes into one node of the second's op reads the first's input:
-  it computes both, it is not the second).
+  it computes both, it is not the second); a value the forward walk anchored from its
+  reader's slot anchors its producer the same way, when that reads exactly what the old
+  producer read (a renamed node behind a fresh input is no fusion); a merged literal, once
+  every anchor is known, is the first of the equal literals its anchored readers read.
 
 No weights are read: Constant nodes are compared by their attribute tensors only.
 """
@@ -163,6 +167,10 @@ def anchor_by_structure(
         by_key.setdefault(key, []).append(old)
     if not by_key:
         return
+    by_names = set(node_anchors)
+    twins: dict[ir.Value, list[ir.Value]] = {}  # a duplicate kept -> every copy of it
+    for value, kept in duplicates.items():
+        twins.setdefault(kept, [kept]).append(value)
     for _ in range(3):  # a backward anchor may let the forward walk go on, and back
         anchored = len(node_anchors)
         _anchor_forward(
@@ -176,9 +184,42 @@ def anchor_by_structure(
             old_constant,
             new_constant,
         )
-        _anchor_backward(node_anchors, value_anchors, taken, duplicates, old_constant, new_constant)
+        _anchor_backward(
+            node_anchors, value_anchors, taken, (duplicates, twins), old_constant, new_constant
+        )
         if len(node_anchors) == anchored:
             break
+    _settle_merged_literals(
+        [node for node in node_anchors if node not in by_names],
+        node_anchors,
+        value_anchors,
+        taken,
+        (duplicates, twins),
+    )
+
+
+def _settle_merged_literals(
+    anchored: list[ir.Node],
+    node_anchors: dict[ir.Node, ir.Node],
+    value_anchors: dict[ir.Value, ir.Value],
+    taken: set[ir.Node],
+    copies: tuple[Mapping[ir.Value, ir.Value], Mapping[ir.Value, list[ir.Value]]],
+) -> None:
+    """A Constant the backward walk anchored from the readers it had then is, once every
+    anchor is known, the first of the equal old literals all its anchored readers read (a
+    tool merging equal literals keeps the first; the reader anchored first may be a later
+    copy's)."""
+    for node in anchored:
+        old = node_anchors[node]
+        if node.op_type != "Constant" or old.op_type != "Constant":
+            continue
+        first = _first_equal_literal(node, node.outputs[0], node_anchors, taken, copies, free=old)
+        if first is None or first is old:
+            continue
+        taken.discard(old)
+        node_anchors[node] = first
+        taken.add(first)
+        value_anchors[node.outputs[0]] = first.outputs[0]
 
 
 def _anchor_forward(
@@ -247,6 +288,9 @@ def _anchor_forward(
             fresh, replaced = node.inputs[slot], chosen.inputs[slot]
             if fresh is None or replaced is None or not same_type(replaced, fresh):
                 continue
+            # Read through a layout conversion and back: the value converted is the input
+            # (the cancelling pair is glue, not the producer of what the old node read).
+            fresh = _through_layout(fresh, value_anchors)
             value_anchors[fresh] = replaced
         else:
             candidates = [
@@ -269,7 +313,24 @@ def _anchor_forward(
                     for each, anchor, old in zip(masked, anchors, old_node.inputs, strict=True)
                 )
             ]
-            chosen = exact[0] if exact else candidates[0] if len(candidates) == 1 else None
+            # Copies of one expression (twins up to duplicates) reading equal literals the
+            # tool renamed or merged: the copy reading the very values this node reads is
+            # this node.
+            own = [
+                old_node
+                for old_node in candidates
+                if all(
+                    each is _CONSTANT or anchor is old
+                    for each, anchor, old in zip(masked, anchors, old_node.inputs, strict=True)
+                )
+            ]
+            exact.sort(key=lambda old_node: old_node not in own)
+            if exact:
+                chosen = exact[0]
+            elif len(candidates) == 1 or len(own) == 1:
+                chosen = candidates[0] if len(candidates) == 1 else own[0]
+            else:
+                chosen = None
             if chosen is None:
                 if not candidates:
                     if by_slot is None:
@@ -388,7 +449,7 @@ def _anchor_backward(
     node_anchors: dict[ir.Node, ir.Node],
     value_anchors: dict[ir.Value, ir.Value],
     taken: set[ir.Node],
-    duplicates: dict[ir.Value, ir.Value],
+    copies: tuple[dict[ir.Value, ir.Value], Mapping[ir.Value, list[ir.Value]]],
     old_constant: set[ir.Value],
     new_constant: set[ir.Value],
 ) -> None:
@@ -397,6 +458,8 @@ def _anchor_backward(
     may have been re-laid out); its producer is the old producer when both do the same
     (same op and attributes, or equal Constants) on the same data (its anchored data
     inputs are the old producer's)."""
+
+    duplicates = copies[0]
 
     def constant_slot(new: ir.Value, old: ir.Value) -> bool:
         return new in new_constant or old in old_constant
@@ -411,11 +474,16 @@ def _anchor_backward(
                 continue
             new = _through_layout(read, value_anchors)
             if new in value_anchors:
+                producer = _producer_of_slot_value(
+                    new, old, node_anchors, taken, value_anchors, duplicates, new_constant
+                )
+                if producer is not None:
+                    work.append((producer, node_anchors[producer]))
                 continue
             is_constant = new in new_constant or old in old_constant
             producer, old_producer = new.producer(), old.producer()
             if is_constant and producer is not None and producer.op_type == "Constant":
-                old_producer = _first_equal_literal(producer, new, node_anchors, taken) or (
+                old_producer = _first_equal_literal(producer, new, node_anchors, taken, copies) or (
                     old_producer
                 )
             same_producer = (
@@ -444,6 +512,81 @@ def _anchor_backward(
                 work.append((producer, old_producer))
             elif not is_constant and same_type(old, new):
                 value_anchors[new] = old
+
+
+def _producer_of_slot_value(
+    new: ir.Value,
+    old: ir.Value,
+    node_anchors: dict[ir.Node, ir.Node],
+    taken: set[ir.Node],
+    value_anchors: dict[ir.Value, ir.Value],
+    duplicates: dict[ir.Value, ir.Value],
+    new_constant: set[ir.Value],
+) -> ir.Node | None:
+    """Anchors, and returns, the producer of ``new``, a value anchored as ``old`` from the
+    slot of a reader (the forward walk's one fresh input), as the old producer when it is
+    that node: same op and attributes, reading what the old producer read (anchored inputs
+    the same values, up to duplicates, equal literals and removed pass-through ops; other
+    constants of equal known contents; other data of the same type). A renamed node behind
+    a fresh input is then no fusion that takes what its inputs computed. A fusion into a
+    node of the old producer's op reads other values or constants (an Add of a matmul and
+    a folded bias plus mask for two Adds, a Reshape of the first Reshape's input)."""
+    if value_anchors[new] is not old or new in new_constant:
+        return None
+    producer, old_producer = new.producer(), old.producer()
+    if (
+        producer is None
+        or old_producer is None
+        or producer in node_anchors
+        or old_producer in taken
+        or producer.op_type != old_producer.op_type
+        or producer.domain != old_producer.domain
+        or producer.op_type == "Constant"
+        or len(producer.outputs) != len(old_producer.outputs)
+        or len(producer.inputs) != len(old_producer.inputs)
+        or not same_attributes(producer, old_producer)
+        or any(
+            value in value_anchors and value_anchors[value] is not old_value
+            for value, old_value in zip(producer.outputs, old_producer.outputs, strict=True)
+        )
+    ):
+        return None
+    for read, old_read in zip(producer.inputs, old_producer.inputs, strict=True):
+        if (read is None) != (old_read is None):
+            return None
+        if read is None or old_read is None:
+            continue
+        anchor = value_anchors.get(_through_layout(read, value_anchors))
+        if anchor is not None:
+            if not (
+                duplicates.get(anchor, anchor) is duplicates.get(old_read, old_read)
+                or _equal_literals(anchor, old_read)
+                or _skips_pass_through(old_read, anchor)
+            ):
+                return None
+        elif read in new_constant or _known_tensor(old_read) is not None:
+            if _known_tensor(old_read) is None or reads_other_constant(read, old_read):
+                return None
+        elif not same_type(old_read, read):
+            return None
+    node_anchors[producer] = old_producer
+    taken.add(old_producer)
+    for value, old_value in zip(producer.outputs, old_producer.outputs, strict=True):
+        value_anchors.setdefault(value, old_value)
+    return producer
+
+
+def _skips_pass_through(old: ir.Value, wanted: ir.Value) -> bool:
+    """True when ``old`` is ``wanted`` seen through pass-through ops (Identity, Dropout)."""
+    current: ir.Value | None = old
+    for _ in range(8):
+        if current is wanted:
+            return True
+        producer = current.producer() if current is not None else None
+        if producer is None or producer.op_type not in _PASS_THROUGH or not producer.inputs:
+            return False
+        current = producer.inputs[0]
+    return current is wanted
 
 
 _PASS_THROUGH = frozenset({"Identity", "Dropout"})
@@ -565,24 +708,40 @@ def _first_equal_literal(
     new: ir.Value,
     node_anchors: Mapping[ir.Node, ir.Node],
     taken: set[ir.Node],
+    copies: tuple[Mapping[ir.Value, ir.Value], Mapping[ir.Value, list[ir.Value]]],
+    *,
+    free: ir.Node | None = None,
 ) -> ir.Node | None:
-    """Of the old Constants equal to ``producer`` that the anchored readers of ``new`` read
-    in its slots, the first in the original graph (a tool merging equal literals keeps the
-    first): readers of a merged literal disagree on which old literal it is."""
+    """Of the old Constants equal to ``producer`` that the anchored readers of ``new``, and
+    the copies merged into them (``copies``: duplicates and, per duplicate kept, its copies),
+    read in its slots (not ``taken``, but for ``free``), the first in the original graph (a
+    tool merging equal literals keeps the first): readers of a merged literal disagree on
+    which old literal it is."""
+    duplicates, twins = copies
     found: list[ir.Node] = []
     for use in new.uses():
         old_reader = node_anchors.get(use.node)
         if old_reader is None or use.idx >= len(old_reader.inputs):
             continue
-        old_value = old_reader.inputs[use.idx]
-        old_literal = old_value.producer() if old_value is not None else None
-        if (
-            old_literal is not None
-            and old_literal not in taken
-            and old_literal.op_type == "Constant"
-            and _same_constant(producer, old_literal)
-        ):
-            found.append(old_literal)
+        readers = [old_reader]
+        if old_reader.outputs:
+            first = old_reader.outputs[0]
+            for twin in twins.get(duplicates.get(first, first), ()):
+                merged = twin.producer()
+                if merged is not None and merged not in taken and merged not in readers:
+                    readers.append(merged)
+        for reader in readers:
+            if use.idx >= len(reader.inputs):
+                continue
+            old_value = reader.inputs[use.idx]
+            old_literal = old_value.producer() if old_value is not None else None
+            if (
+                old_literal is not None
+                and (old_literal not in taken or old_literal is free)
+                and old_literal.op_type == "Constant"
+                and _same_constant(producer, old_literal)
+            ):
+                found.append(old_literal)
     if not found:
         return None
     if all(each is found[0] for each in found):
