@@ -12,10 +12,11 @@ claim in its node's region, recall 1.00, untouched nodes unchanged, the same num
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from tests._generated_checks import Step, check_case
+from tests._seeded import seeded
 from tests._sourced_graphs import IMAGE_BLOCKS, build
 
 _OTHER_REWRITES = ("rename_values", "rename_nodes", "reorder", "constants_to_initializers")
@@ -36,13 +37,7 @@ def _cases(draw: st.DrawFn) -> tuple[tuple[str, ...], int, list[Step]]:
     return tuple(blocks), draw(st.integers(0, 2**16)), steps
 
 
-@settings(
-    max_examples=60,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+@seeded(60)
 @given(case=_cases())
 def test_blocked_nodes_claim_their_own_region_at_one_pixel(case) -> None:
     blocks, seed, steps = case

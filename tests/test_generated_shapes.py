@@ -16,12 +16,13 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from modelprov.onnx._lookup import node_sources
 from tests._generated_checks import Step, check_case, run_case
 from tests._regions import check_regions, dynamic_values
+from tests._seeded import seeded
 from tests._sourced_graphs import SEQUENCE_BLOCKS, SourcedGraph, _Builder, _sequence_block
 
 _OTHER_REWRITES = ("rename_values", "rename_nodes", "reorder", "constants_to_initializers")
@@ -94,13 +95,7 @@ def _cases(draw: st.DrawFn) -> tuple[tuple[str, ...], int, list[Step]]:
     return tuple(blocks), draw(st.integers(0, 2**16)), [tool]
 
 
-@settings(
-    max_examples=60,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+@seeded(60)
 @given(case=_cases())
 def test_a_split_shape_keeps_the_source_of_what_it_computes(case) -> None:
     blocks, seed, steps = case

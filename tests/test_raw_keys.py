@@ -16,10 +16,11 @@ import onnx_ir as ir
 import onnxscript.optimizer
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 
 import modelprov
 from tests._raw_keys import ASPECTS, NAME_SCOPES, RawRecall, raw_recall
+from tests._seeded import seeded
 from tests._sourced_graphs import SourcedGraph, sourced_graphs
 from tests.conftest import plain_export
 
@@ -59,13 +60,7 @@ def _check(export: ir.Model) -> tuple[ir.Model, RawRecall, RawRecall]:
     return ours, mine, theirs
 
 
-@settings(
-    max_examples=60,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+@seeded(60)
 @given(graph=sourced_graphs(max_blocks=6))
 def test_generated_graphs_raw_keys_never_below_onnxscript(graph: SourcedGraph) -> None:
     _check(graph.model)

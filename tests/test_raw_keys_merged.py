@@ -19,11 +19,12 @@ import warnings
 import numpy as np
 import onnx_ir as ir
 import onnxscript.optimizer
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import modelprov
 from tests._raw_keys import ASPECTS, NAMESPACE, raw_recall
+from tests._seeded import seeded
 from tests._sourced_graphs import _Builder
 
 
@@ -58,13 +59,7 @@ _USES = st.lists(st.sampled_from(["view", "view", "Tanh", "Sigmoid"]), min_size=
 layout onnxscript takes from the outer one, a rule of its own)."""
 
 
-@settings(
-    max_examples=40,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+@seeded(40)
 @given(uses=_USES.filter(lambda uses: "view" in uses), seed=st.integers(0, 2**16))
 def test_a_shape_standing_for_reshapes_of_its_size_keeps_onnxscripts_layout(uses, seed) -> None:
     export = _graph(uses, seed)

@@ -17,12 +17,13 @@ import onnx
 import onnx_ir as ir
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import modelprov
 from modelprov.onnx.recover import _tools
 from tests._black_box import REWRITES, apply_tool
+from tests._seeded import seeded
 from tests._sourced_graphs import SourcedGraph, sourced_graphs
 from tests.conftest import fresh_export
 
@@ -134,13 +135,7 @@ def _keep_on_values(proto: onnx.ModelProto, seed: int) -> onnx.ModelProto:
     return ir.to_proto(model)
 
 
-@settings(
-    max_examples=150,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+@seeded(150)
 @given(
     graph=sourced_graphs(max_blocks=4),
     rewrites=st.lists(st.sampled_from(sorted(REWRITES)), min_size=1, max_size=3),
