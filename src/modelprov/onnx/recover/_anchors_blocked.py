@@ -23,7 +23,11 @@ from collections.abc import Callable
 
 import onnx_ir as ir
 
-from modelprov.onnx.recover._anchors_structure import same_attributes, same_type
+from modelprov.onnx.recover._anchors_structure import (
+    anchored_producer,
+    same_attributes,
+    same_type,
+)
 
 __all__ = ["anchor_blocked_convs"]
 
@@ -251,13 +255,9 @@ def _anchor_blocked_inputs(
             continue
         if node.op_type in ("Conv", "ReorderInput") or not node.outputs:
             continue
-        olds = [value_anchors.get(value) for value in node.outputs]
-        if any(old is None for old in olds) or all(value in named for value in node.outputs):
+        if all(value in named for value in node.outputs):
             continue
-        producers = {old.producer() for old in olds if old is not None}
-        if len(producers) != 1:
-            continue
-        (old_node,) = producers
+        old_node = anchored_producer(node, value_anchors)
         if (
             old_node is None
             or old_node.op_type != node.op_type

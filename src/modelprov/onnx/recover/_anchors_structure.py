@@ -31,6 +31,7 @@ from modelprov.core._correspond import METADATA_READERS, literal_key
 
 __all__ = [
     "anchor_by_structure",
+    "anchored_producer",
     "duplicate_values",
     "merged_duplicates",
     "reads_other_constant",
@@ -767,6 +768,19 @@ def _same_constant(node: ir.Node, old_node: ir.Node) -> bool:
         elif str(attr) != str(other):
             return False
     return True
+
+
+def anchored_producer(
+    node: ir.Node, value_anchors: Mapping[ir.Value, ir.Value]
+) -> ir.Node | None:
+    """The one original node that produced every output of ``node``, by the outputs'
+    anchors; None when ``node`` has no outputs, one is not anchored, or they come from
+    several original nodes (or from none: graph inputs and initializers)."""
+    olds = [value_anchors.get(value) for value in node.outputs]
+    if not olds or any(old is None for old in olds):
+        return None
+    producers = {old.producer() for old in olds if old is not None}
+    return next(iter(producers)) if len(producers) == 1 else None
 
 
 def same_type(old: ir.Value, new: ir.Value) -> bool:

@@ -58,6 +58,7 @@ from modelprov.onnx._pass_options import RecoverOptions
 from modelprov.onnx.recover._anchors_blocked import anchor_blocked_convs
 from modelprov.onnx.recover._anchors_structure import (
     anchor_by_structure,
+    anchored_producer,
     duplicate_values,
     merged_duplicates,
     reads_other_constant,
@@ -237,13 +238,7 @@ def _anchors(
     rewritten: list[tuple[ir.Node, ir.Node]] = []
     taken: set[ir.Node] = set()
     for node in new_nodes:
-        olds = [value_anchors.get(value) for value in node.outputs]
-        if not olds or any(old is None for old in olds):
-            continue
-        producers = {old.producer() for old in olds if old is not None}
-        if len(producers) != 1:
-            continue
-        (old_node,) = producers
+        old_node = anchored_producer(node, value_anchors)
         if (
             old_node is None
             or old_node in taken
