@@ -24,7 +24,7 @@ from modelprov.stablehlo.lower._jax_compat import (
     ir_context,
     module_to_bytecode,
 )
-from modelprov.stablehlo.read._op_walk import STRUCTURAL_OPS, pre_order
+from modelprov.stablehlo.read._op_walk import STRUCTURAL_OPS, main_function, pre_order
 
 __all__ = ["ExposedResult", "Exposure", "expose_node_results"]
 
@@ -155,13 +155,9 @@ def _record_indices(module: Any, records: Sequence[OpRecord]) -> dict[Any, int]:
 def _main(module: Any) -> Any:
     from jaxlib.mlir import ir
 
-    for op in module.body.operations:
-        operation = op.operation
-        if (
-            operation.name == "func.func"
-            and ir.StringAttr(operation.attributes["sym_name"]).value == "main"
-        ):
-            return operation
+    main = main_function(ir, module)
+    if main is not None:
+        return main
     raise StableHLOError("the StableHLO module has no main function")
 
 

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 from modelprov.stablehlo.attach._constant_values import NOT_VALUES
+from modelprov.stablehlo.read._op_walk import main_function
 
 __all__ = ["merge_folded_constant_values"]
 
@@ -134,14 +135,8 @@ def merge_folded_constant_values(module: Any, to_hlo: Callable[[str], str]) -> i
 def _main_block(module: Any) -> Any:
     from jaxlib.mlir import ir
 
-    for function in module.body.operations:
-        operation = function.operation
-        if (
-            operation.name == "func.func"
-            and ir.StringAttr(operation.attributes["sym_name"]).value == "main"
-        ):
-            return operation.regions[0].blocks[0]
-    return None
+    main = main_function(ir, module)
+    return None if main is None else main.regions[0].blocks[0]
 
 
 def _constant_only(operations: list[Any]) -> list[int]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any
 
-__all__ = ["STRUCTURAL_OPS", "pre_order"]
+__all__ = ["STRUCTURAL_OPS", "main_function", "pre_order"]
 
 STRUCTURAL_OPS = frozenset({"builtin.module", "func.func", "func.return"})
 """Ops that hold or end the program rather than compute: they carry no provenance."""
@@ -29,3 +29,16 @@ def pre_order(ir: Any, root: Any, skip: Collection[str] = ()) -> list[Any]:
 
     operation.walk(visit, ir.WalkOrder.PRE_ORDER)
     return found
+
+
+def main_function(ir: Any, module: Any) -> Any | None:
+    """The ``func.func`` named ``main`` at the top of ``module`` (its operation), or None.
+    ``ir`` is the MLIR binding module that parsed ``module``."""
+    for function in module.body.operations:
+        operation = function.operation
+        if (
+            operation.name == "func.func"
+            and ir.StringAttr(operation.attributes["sym_name"]).value == "main"
+        ):
+            return operation
+    return None
