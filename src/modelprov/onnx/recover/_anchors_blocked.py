@@ -36,11 +36,17 @@ _SAME = ("kernel_shape", "strides", "dilations", "group")
 _STEPS = 6  # original nodes between two paired Convs (activation, Pad, Add, ...)
 
 
-def anchor_blocked_convs(new_nodes: list[ir.Node], value_anchors: dict[ir.Value, ir.Value]) -> None:
-    """Adds to ``value_anchors`` (new -> old) the fresh values blocked Convs read."""
+def anchor_blocked_convs(
+    new_nodes: list[ir.Node], value_anchors: dict[ir.Value, ir.Value]
+) -> set[ir.Value]:
+    """Adds to ``value_anchors`` (new -> old) the fresh values blocked Convs read and write,
+    and returns those of them that hold their old value in the blocked layout: they compute
+    what the old value is (for the claims), with their elements in another order, so they
+    are not that value's output (``output_of``) for a reader comparing tensors."""
     paired: dict[ir.Node, ir.Node] = {}
     taken: set[ir.Node] = set()
     named = set(value_anchors)
+    plain_reads: set[ir.Value] = set()
     for node in new_nodes:
         if node.domain in _PLAIN or node.op_type != "Conv" or not node.inputs:
             continue
@@ -67,9 +73,11 @@ def anchor_blocked_convs(new_nodes: list[ir.Node], value_anchors: dict[ir.Value,
         old_input = _behind_pad(old)
         if old_read is None and old_input is not None and same_type(old_input, read):
             value_anchors[read] = old_input
+            plain_reads.add(read)
         _anchor_residual(node, old, value_anchors)
         _anchor_output(node, old, value_anchors)
     _anchor_blocked_inputs(new_nodes, value_anchors, named)
+    return set(value_anchors) - named - plain_reads
 
 
 def _behind_reorders(value: ir.Value | None) -> ir.Value | None:

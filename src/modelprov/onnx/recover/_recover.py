@@ -209,10 +209,12 @@ def _repair_ir(model: ir.Model) -> list[str]:
 
 def _anchors(
     original: ir.Model, optimized: ir.Model
-) -> tuple[dict[ir.Node, ir.Node], dict[ir.Value, ir.Value], dict[ir.Value, list[ir.Value]]]:
+) -> tuple[
+    dict[ir.Node, ir.Node], dict[ir.Value, ir.Value], dict[ir.Value, list[ir.Value]], set[ir.Value]
+]:
     """Node and value anchors between the two models, from names, graph boundaries and
-    structure; and, per new value, the further old values it equals (duplicates a tool
-    merged into it)."""
+    structure; per new value, the further old values it equals (duplicates a tool merged
+    into it); and the anchored values that hold their old value in a blocked layout."""
     old_values: dict[str, ir.Value] = {}
     for value in [*original.graph.inputs, *original.graph.initializers.values()]:
         if value.name:
@@ -262,9 +264,10 @@ def _anchors(
         value_anchors,
         taken,
     )
-    anchor_blocked_convs(new_nodes, value_anchors)
+    blocked = anchor_blocked_convs(new_nodes, value_anchors)
     _anchor_rewritten(rewritten, node_anchors, value_anchors, taken, duplicates)
-    return node_anchors, value_anchors, merged_duplicates(node_anchors, duplicates, taken)
+    merged = merged_duplicates(node_anchors, duplicates, taken)
+    return node_anchors, value_anchors, merged, blocked
 
 
 def _anchor_rewritten(
@@ -423,7 +426,7 @@ def recover_ir(
     decided = _judge_correspondence(original, optimized, comparison, force)
     logger.info("recover: correspondence %s", decided)
     provenance = Provenance.read(original)
-    node_anchors, value_anchors, merged = _anchors(original, optimized)
+    node_anchors, value_anchors, merged, blocked = _anchors(original, optimized)
     change = correspond(
         Snapshot.of(original.graph),
         optimized.graph,
@@ -438,6 +441,8 @@ def recover_ir(
     }
     own = {node: provenance.node_sources.get(old, frozenset()) for node, old in change.same.items()}
     provenance.apply(change, optimized.graph)
+    for value in blocked:  # its elements in another order: not the old value's tensor
+        provenance.value_sources[value] = frozenset()
     for node in all_nodes(optimized.graph):
         node.metadata_props.clear()
     provenance.write(optimized, policies=policies)
