@@ -72,14 +72,63 @@ def test_attributes_deleted_by_a_pass_come_back_from_locations() -> None:
         for key, value in after.attributes.items():
             if key != "modelprov.source_node" and (key not in _REBUILT or len(modules) < 2):
                 assert before.attributes[key] == value
+    # An op whose kind no surviving op of its location shares gets no node (its location names
+    # the source, e.g. linear, not which FX node of it, permute or addmm): 231 of 307 measured.
     recovered = sum(1 for op in restored if "modelprov.node" in op.attributes)
-    assert recovered > sum(1 for op in original if "modelprov.node" in op.attributes) * 0.8
+    assert recovered > sum(1 for op in original if "modelprov.node" in op.attributes) * 0.7
     np.testing.assert_allclose(
         _downstream.run_text(program, restore_attributes(stripped), x)[0],
         program.run(x)[0],
         rtol=0,
         atol=1e-6,
     )
+
+
+def _strip_op_kind(text: str, op_name: str) -> str:
+    """The module with the modelprov.* attributes of every ``op_name`` op deleted."""
+    from jax._src.interpreters import mlir
+    from jaxlib.mlir import ir
+
+    with mlir.make_ir_context():
+        module = ir.Module.parse(text)
+        ops: list[Any] = []
+        module.operation.walk(lambda op: ops.append(op.operation) or ir.WalkResult.ADVANCE)
+        for op in [op for op in ops if op.name == op_name and "modelprov.node" in op.attributes]:
+            names = [str(op.attributes[i].name) for i in range(len(op.attributes))]
+            for key in [name for name in names if name.startswith("modelprov.")]:
+                del op.attributes[key]
+        return str(module.operation.get_asm(enable_debug_info=True))
+
+
+def _named(op: Any) -> list[tuple[str, str]]:
+    return [(source.module_path, source.id) for source in op.sources]
+
+
+def test_an_fx_node_whose_ops_all_lost_attributes_gets_no_other_nodes_name() -> None:
+    # linear lowers through permute (a transpose) and addmm (dot, multiply, add): one location.
+    program, _ = _encoder()
+    original = read_mlir_sources(program.text_with_locations)
+    restored = read_mlir_sources(
+        restore_attributes(_strip_op_kind(program.text_with_locations, "stablehlo.transpose"))
+    )
+    shared = [
+        (before, after)
+        for before, after in zip(original, restored, strict=True)
+        if before.op_name == "stablehlo.transpose"
+        and str(before.attributes.get("modelprov.node", "")).startswith("permute")
+        and any(
+            _named(other) == _named(before)
+            and str(other.attributes.get("modelprov.node", "")).startswith("addmm")
+            for other in original
+        )
+    ]
+    assert len(shared) >= 4
+    for before, after in shared:
+        source_node = before.attributes["modelprov.source_node"]
+        assert after.attributes.get("modelprov.node") in {None, before.attributes["modelprov.node"]}
+        assert after.attributes.get("modelprov.target") in {None, "aten.permute.default"}
+        assert after.attributes["modelprov.module"] == before.attributes["modelprov.module"]
+        assert after.attributes["modelprov.source_node"] == source_node
 
 
 def test_after_canonicalize_and_cse_every_located_op_has_attributes() -> None:

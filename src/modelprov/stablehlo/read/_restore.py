@@ -5,8 +5,13 @@ but the ops a rewrite pattern creates get none: MLIR asks every pass to keep loc
 discardable attributes. export_stablehlo's locations name each op's sources (module path,
 source node, user frames), so the attributes those determine can be rebuilt from them:
 ``modelprov.source_node``, ``modelprov.module`` and ``modelprov.stack``. Every attribute on
-which the surviving ops with the same location agree (``modelprov.node``,
-``modelprov.module_type``, ``modelprov.target`` too) is copied from them instead. User keys
+which the surviving ops with the same location agree (``modelprov.module_type`` too) is copied
+from them instead. ``modelprov.node`` and ``modelprov.target`` name the FX node after
+decomposition, which a location does not: it names the source node, and one source can lower
+through several FX nodes (``linear`` is a ``permute``'s transpose and an ``addmm``'s dot, add,
+multiplies). Those two come back only where the surviving ops of the same location agree and
+some of them are of the op's own kind (a transpose's from a transpose); an op whose kind no
+surviving op of its location shares gets neither, rather than another FX node's. User keys
 (``custom.*``) come back from the locations that carry them (``_location_keys``): export
 writes into each op's location exactly the user keys the policies gave that op, value-scoped
 ones only on a module's output ops, so any op missing one of its location's keys gets it.
@@ -38,6 +43,8 @@ from modelprov.stablehlo.untrusted._mlir_input import MlirInput, load_mlir
 __all__ = ["restore_attributes"]
 
 _COPIED = (NODE_KEY, SOURCE_NODE_KEY, MODULE_KEY, MODULE_TYPE_KEY, TARGET_KEY, STACK_KEY)
+_PER_FX_NODE = frozenset({NODE_KEY, TARGET_KEY})
+"""What the FX node decides, not the source its location names: copied from same-kind ops."""
 
 
 def restore_attributes(mlir: MlirInput, *, generic: bool = False) -> str:
@@ -88,11 +95,14 @@ def restore_attributes(mlir: MlirInput, *, generic: bool = False) -> str:
             if keys:
                 keyed.append((op, keys))
             if NODE_KEY in attributes:
-                donors.setdefault(_donor_key(op, located), []).append(attributes)
+                for lender in {_donor_key(op, located), _same_kind_key(op, located)}:
+                    donors.setdefault(lender, []).append(attributes)
             else:
                 missing.append((op, located))
         for op, located in missing:
-            for key, value in _rebuilt(located, donors.get(_donor_key(op, located), [])).items():
+            same = donors.get(_donor_key(op, located), [])
+            same_kind = donors.get(_same_kind_key(op, located), [])
+            for key, value in _rebuilt(located, same, same_kind).items():
                 op.attributes[key] = ir.StringAttr.get(value)
         for op, keys in keyed:
             for key, attribute in keys.items():
@@ -110,8 +120,19 @@ def _donor_key(op: Any, located: list[Source]) -> tuple[object, ...]:
     return (named,)
 
 
-def _rebuilt(located: list[Source], same: list[dict[str, str]]) -> dict[str, str]:
-    """What the ops with the same location agree on, else what the location itself says.
+def _same_kind_key(op: Any, located: list[Source]) -> tuple[object, ...]:
+    """Ops that may lend their FX node (``_PER_FX_NODE``): those that may lend anything, of
+    the same op kind too (constants already are)."""
+    key = _donor_key(op, located)
+    return key if len(key) > 1 else (*key, "kind", str(op.name))
+
+
+def _rebuilt(
+    located: list[Source], same: list[dict[str, str]], same_kind: list[dict[str, str]]
+) -> dict[str, str]:
+    """What the ops with the same location agree on, else what the location itself says;
+    the FX node's own keys (``_PER_FX_NODE``) only when ``same_kind``, the ops of the same
+    location and op kind (part of ``same``), has some.
 
     A location lists an op's own sources and then the no-op nodes it stands for
     (``_aliases``), so ``modelprov.source_node`` from the location alone names both.
@@ -122,6 +143,8 @@ def _rebuilt(located: list[Source], same: list[dict[str, str]]) -> dict[str, str
     if with_frames:
         values[STACK_KEY] = f"{with_frames[0].file}:{with_frames[0].line}"
     for key in _COPIED:
+        if key in _PER_FX_NODE and not same_kind:
+            continue  # no op of its kind kept its FX node: another kind's may not be its own
         found = {donor[key] for donor in same if key in donor}
         if len(found) == 1 and all(key in donor for donor in same):
             (values[key],) = found
