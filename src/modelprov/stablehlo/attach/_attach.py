@@ -55,7 +55,11 @@ from modelprov.stablehlo.attach._helper_functions import label_helper_functions
 from modelprov.stablehlo.attach._numbers import attribute_value
 from modelprov.stablehlo.lower._control_flow import node_component
 from modelprov.stablehlo.read._location_keys import with_keys
-from modelprov.stablehlo.read._locations import location_name, relocate, walk_names, with_aliases
+from modelprov.stablehlo.read._locations import (
+    location_label,
+    relocate,
+    walk_names,
+)
 from modelprov.stablehlo.read._op_walk import STRUCTURAL_OPS, pre_order
 
 __all__ = ["AttachResult", "attach"]
@@ -333,7 +337,7 @@ def attach(
         relocate(((op.operation, op.nodes) for op in ops), infos, aliases)
         for op, attributes in planned:
             if op.nodes:
-                op.location = _provenance_label(op.nodes, infos, aliases)
+                op.location = location_label(op.nodes, infos, aliases)
                 user_keys = {
                     key: op.operation.attributes[key]
                     for key in attributes
@@ -392,20 +396,6 @@ def _source_exits(
             for source_id in alias.shared_ids():
                 found.setdefault(source_id, set()).update(modules)
     return {source_id: frozenset(modules) for source_id, modules in found.items()}
-
-
-def _provenance_label(
-    nodes: Sequence[str],
-    infos: Mapping[str, Source],
-    aliases: Mapping[str, tuple[Source, ...]],
-) -> str:
-    names: list[str] = []
-    for info in with_aliases(nodes, infos, aliases):
-        for node in info.shared_ids():
-            label = location_name(info.module_path, node)
-            if label not in names:
-                names.append(label)
-    return ";".join(names)
 
 
 def _wrapper_functions(ops: Sequence[_Op]) -> set[int | None]:

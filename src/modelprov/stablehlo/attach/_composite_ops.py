@@ -35,7 +35,7 @@ from modelprov.stablehlo.attach._frontend_attributes import frontend_text
 from modelprov.stablehlo.lower._composites import CompositePlan
 from modelprov.stablehlo.read._location_keys import with_keys
 from modelprov.stablehlo.read._locations import (
-    location_name,
+    location_label,
     name_and_child,
     provenance_location,
     with_aliases,
@@ -309,17 +309,11 @@ def _merged(
     }
     location = provenance_location(ir, with_aliases(nodes, infos, aliases))
     operation.location = with_keys(ir, location, user_keys)
-    labels: list[str] = []
-    for info in with_aliases(nodes, infos, aliases):
-        for node in info.shared_ids():
-            label = location_name(info.module_path, node)
-            if label not in labels:
-                labels.append(label)
     return dataclasses.replace(
         first,
         nodes=nodes,
         attributes=types.MappingProxyType(attributes),
-        location=";".join(labels),
+        location=location_label(nodes, infos, aliases),
     )
 
 

@@ -38,6 +38,7 @@ __all__ = [
     "decoder",
     "keys_reader",
     "located_source",
+    "location_label",
     "location_name",
     "name_and_child",
     "provenance_location",
@@ -115,6 +116,22 @@ def with_aliases(
         result.append(infos[name])
         result.extend(aliases.get(name, ()))
     return result
+
+
+def location_label(
+    nodes: Sequence[str],
+    infos: Mapping[str, Source],
+    aliases: Mapping[str, tuple[Source, ...]],
+) -> str:
+    """The ``;``-joined location names of ``nodes`` and the nodes they stand for, each
+    shared id once, in order (an op's record of its provenance as one string)."""
+    names: list[str] = []
+    for info in with_aliases(nodes, infos, aliases):
+        for node in info.shared_ids():
+            label = location_name(info.module_path, node)
+            if label not in names:
+                names.append(label)
+    return ";".join(names)
 
 
 def relocate(
