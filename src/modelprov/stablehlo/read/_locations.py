@@ -23,7 +23,7 @@ import dataclasses
 import re
 import types
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from modelprov.core._sources import Source
 from modelprov.core._stack_trace import Frame
@@ -48,6 +48,7 @@ __all__ = [
     "without_frames",
 ]
 
+_T = TypeVar("_T")
 _NAME = re.compile(r"^(?:(?P<module>[\w.]+)/)?(?P<node>[A-Za-z_]\w*)$")
 
 
@@ -292,16 +293,8 @@ def decode(ir: Any, location: Any) -> list[Source]:
 
 def decoder(ir: Any) -> Callable[[Any], list[Source]]:
     """:func:`decode` for many ops: a location shared by ops (or by aliases) is read once."""
-    cache: dict[Any, list[Source]] = {}
-
-    def decode_once(location: Any) -> list[Source]:
-        key = _identity(location)
-        found = cache.get(key)
-        if found is None:
-            found = cache[key] = decode(ir, location)
-        return list(found)
-
-    return decode_once
+    read = _read_once(lambda location: decode(ir, location))
+    return lambda location: list(read(location))
 
 
 def carried_keys(ir: Any, location: Any) -> dict[str, Any]:
@@ -321,16 +314,21 @@ def carried_keys(ir: Any, location: Any) -> dict[str, Any]:
 
 def keys_reader(ir: Any) -> Callable[[Any], dict[str, Any]]:
     """:func:`carried_keys` for many ops: a location shared by ops is read once."""
-    cache: dict[Any, dict[str, Any]] = {}
+    read = _read_once(lambda location: carried_keys(ir, location))
+    return lambda location: dict(read(location))
 
-    def read_once(location: Any) -> dict[str, Any]:
+
+def _read_once(read: Callable[[Any], _T]) -> Callable[[Any], _T]:
+    """``read`` with its result kept per location (by identity): callers copy it."""
+    cache: dict[Any, _T] = {}
+
+    def cached(location: Any) -> _T:
         key = _identity(location)
-        found = cache.get(key)
-        if found is None:
-            found = cache[key] = carried_keys(ir, location)
-        return dict(found)
+        if key not in cache:
+            cache[key] = read(location)
+        return cache[key]
 
-    return read_once
+    return cached
 
 
 def _provenance_stop(ir: Any) -> Callable[[str, Any], bool]:
