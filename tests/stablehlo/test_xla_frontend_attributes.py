@@ -206,7 +206,9 @@ def _elements(hlo: str, name: str) -> int:
 @pytest.mark.parametrize(
     ("name", "floor", "kernel_floor"),
     [
-        ("conv_transformer", 0.965, 0.88),
+        # 0.968 here; the floor is the target, since XLA's CPU pipeline may fuse
+        # differently on other CPUs; the merge itself is pinned by its own tests.
+        ("conv_transformer", 0.95, 0.88),
         pytest.param("llama", 0.93, 0.92, marks=pytest.mark.slow),
     ],
 )
