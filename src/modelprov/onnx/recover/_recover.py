@@ -51,7 +51,7 @@ from modelprov.core._correspond import Change, Snapshot, correspond
 from modelprov.core._policy import Policies
 from modelprov.core._printable import printable_lines
 from modelprov.core._provenance import Provenance
-from modelprov.core._walks import all_nodes
+from modelprov.core._walks import all_nodes, nodes_and_graphs
 from modelprov.errors import CorrespondenceError, keyword
 from modelprov.keys import CONFIDENCE_KEY, RECOVER_REPORT_FORMAT
 from modelprov.onnx._pass_options import RecoverOptions
@@ -192,10 +192,15 @@ def _repair_proto(proto: onnx.ModelProto, policies: Policies | None = None) -> l
 
 
 def _repair_ir(model: ir.Model) -> list[str]:
-    """Replaces metadata keys and values that are not valid UTF-8 text, in place."""
+    """Replaces metadata keys and values that are not text, in place: the model's, every
+    node's and every value's (graph inputs, initializers and outputs included)."""
     repaired: list[str] = []
     holders: list[tuple[str, dict[str, str]]] = [("model", model.metadata_props)]
-    for node in all_nodes(model.graph):
+    nodes, graphs = nodes_and_graphs(model.graph)
+    for graph in graphs:  # graph inputs, initializers and outputs, as _repair_proto's walk
+        values = [*graph.inputs, *graph.initializers.values(), *graph.outputs]
+        holders.extend((f"value {v.name!r}", v.metadata_props) for v in values)
+    for node in nodes:
         holders.append((f"node {node.name!r}", node.metadata_props))
         holders.extend((f"value {v.name!r}", v.metadata_props) for v in node.outputs)
     for where, props in holders:
@@ -634,6 +639,19 @@ def _recover(
     proto :func:`recover` returns once the metadata is copied onto it), else None."""
     before = _load(original, "original")
     after = _load(optimized, "optimized")
+    # Repaired before anything reads them: the run check serializes both models.
+    if isinstance(before, ir.Model):
+        before = checked_clone(before, "the original model")
+        _repair_ir(before)
+    if isinstance(after, ir.Model):
+        working = checked_clone(after, "the optimized model")
+        repaired = _repair_ir(working)
+        proto = None
+        after = working
+    else:
+        proto, repaired = _repaired(after, policies)
+        repaired = list(dict.fromkeys(repaired))  # two holders may share a name
+        working = read_proto(proto, "the optimized model")
     comparison = (
         compare_by_running(
             runnable(before, _path_of(original, paths[0]), "original"),
@@ -643,14 +661,6 @@ def _recover(
         else None
     )
     original_ir = _original_ir(before, policies)
-    if isinstance(after, ir.Model):
-        working = checked_clone(after, "the optimized model")
-        repaired = _repair_ir(working)
-        proto = None
-    else:
-        proto, repaired = _repaired(after, policies)
-        repaired = list(dict.fromkeys(repaired))  # two holders may share a name
-        working = read_proto(proto, "the optimized model")
     recovered = recover_ir(
         original_ir,
         working,
@@ -663,11 +673,11 @@ def _recover(
 
 
 def _original_ir(before: onnx.ModelProto | ir.Model, policies: Policies | None) -> ir.Model:
-    """The original as an onnx_ir model of its own, with inferred shapes."""
-    if isinstance(before, ir.Model):
-        original_ir = checked_clone(before, "the original model")
-        _infer_shapes(original_ir)
-        return original_ir
+    """The original as an onnx_ir model of its own, with inferred shapes (``before``, when
+    it is one, is already the clone)."""
+    if isinstance(before, ir.Model):  # already a repaired clone of the caller's
+        _infer_shapes(before)
+        return before
     return _inferred_ir(_repaired(before, policies)[0], "the original model")
 
 

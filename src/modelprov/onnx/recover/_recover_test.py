@@ -132,3 +132,35 @@ def test_recover_model_repairs_the_tools_metadata_once_and_reports_it() -> None:
     recovered = recover_model(original, optimized)
     assert recovered.report.repaired == (f"node {optimized.graph.node[0].name!r}",)
     assert len(optimized.graph.node[0].metadata_props) == 2  # the input is untouched
+
+
+def _note(value: ir.Value) -> object:
+    return value.metadata_props["custom.note"]
+
+
+@pytest.mark.parametrize("holder", ["graph input", "initializer", "graph output", "node output"])
+def test_recover_model_repairs_non_text_metadata_on_every_value_of_an_ir_model(
+    holder: str,
+) -> None:
+    original = _original()
+    tool = ir.serde.deserialize_model(_stripped(original, rename=False))
+    graph = tool.graph
+    values = {
+        "graph input": graph.inputs[0],
+        "initializer": next(iter(graph.initializers.values())),
+        "graph output": graph.outputs[0],
+        "node output": graph.node(0).outputs[0],
+    }
+    value = values[holder]
+    value.metadata_props["custom.note"] = b"bad \xff"  # type: ignore[assignment]
+    recovered = recover_model(original, tool)
+    assert f"value {value.name!r}" in recovered.report.repaired
+    assert _note(value) == b"bad \xff"  # the input is untouched
+
+
+def test_recover_model_reads_an_ir_original_whose_metadata_is_not_text() -> None:
+    original = ir.serde.deserialize_model(_original())
+    original.graph.inputs[0].metadata_props["custom.note"] = b"bad \xff"  # type: ignore[assignment]
+    recovered = recover_model(original, _stripped(_original(), rename=False))
+    assert recovered.report.unattributed == ()
+    assert _note(original.graph.inputs[0]) == b"bad \xff"  # untouched
