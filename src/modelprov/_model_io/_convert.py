@@ -18,7 +18,7 @@ import onnx_ir as ir
 
 from modelprov._model_io._duplicate_keys import has_duplicate_keys, merge_duplicate_keys
 from modelprov._model_io._files import load_model, load_model_proto
-from modelprov._model_io._ir_check import checked_clone
+from modelprov._model_io._ir_check import check_metadata_text, checked_clone
 from modelprov._model_io._proto_check import is_plain_and_valid, read_proto
 from modelprov._model_io._shared_weights import read_sharing_weights, write_sharing_weights
 from modelprov.core._policy import Policies
@@ -70,6 +70,7 @@ def model_input(
     where: str,
     path_as: Literal["ir", "proto"] | None = "ir",
     load_weights: bool = False,
+    check_text: bool = True,
 ) -> ir.Model | onnx.ModelProto:
     """``model`` as an onnx_ir.Model or an onnx.ModelProto, never a copy of one given.
 
@@ -78,12 +79,17 @@ def model_input(
     a ModelProto), weights loaded only when ``load_weights``; ``path_as=None`` refuses
     paths (where a path cannot hold the caller's nodes). Anything else raises UsageError
     naming ``where`` (the function and argument), the type and the kinds accepted.
+    An onnx_ir.Model whose metadata is not all text is a MetadataError naming where, unless
+    ``check_text`` is false (recover repairs it; audit reports it); a proto or a file is
+    checked when it is read.
     """
-    if isinstance(model, ir.Model | onnx.ModelProto):
+    if isinstance(model, onnx.ModelProto):
         return model
-    program_model = _onnx_program_model(model)
-    if program_model is not None:
-        return program_model
+    found = model if isinstance(model, ir.Model) else _onnx_program_model(model)
+    if found is not None:
+        if check_text:
+            check_metadata_text(found, where)
+        return found
     if isinstance(model, str | os.PathLike) and path_as is not None:
         if path_as == "ir":
             return load_model(model, load_weights=load_weights)

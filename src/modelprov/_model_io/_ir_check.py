@@ -5,19 +5,31 @@ so it can hold what a proto check refuses: model-local functions that call thems
 (onnxscript and onnxruntime then fail deep inside), or a node reading a value no earlier
 node produces (``Model.clone`` fails). :func:`checked_clone` clones and describes such a
 model's problem as an InvalidModelError; :func:`check_functions` is the cheap check of the
-function call graph (its cost is that of the function bodies).
+function call graph (its cost is that of the function bodies). :func:`check_metadata_text`
+refuses metadata that is not text (onnx_ir's dicts take any object; serializing fails later,
+deep inside), naming where.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 import onnx_ir as ir
 
 from modelprov._model_io._proto_structure import cycle_problem
-from modelprov.errors import InvalidModelError
+from modelprov.core._walks import nodes_and_graphs
+from modelprov.errors import InvalidModelError, MetadataError
 
-__all__ = ["check_functions", "checked_clone", "dataflow_problem"]
+__all__ = [
+    "check_functions",
+    "check_metadata_text",
+    "checked_clone",
+    "dataflow_problem",
+    "metadata_holders",
+    "metadata_text_problems",
+]
+
+_TEXT_FIX = "make it text, or run modelprov recover, which replaces metadata that is not text"
 
 
 def check_functions(model: ir.Model, where: str = "model") -> None:
@@ -91,3 +103,46 @@ def checked_clone(model: ir.Model, where: str = "model") -> ir.Model:
     except Exception as error:
         problem = dataflow_problem(model) or " ".join(f"{type(error).__name__}: {error}".split())
         raise InvalidModelError(f"{where}: {problem[:500]}") from None
+
+
+def metadata_holders(model: ir.Model) -> Iterator[tuple[str, dict[str, str]]]:
+    """(where, metadata) of the model and of every graph, node and value in the main graph,
+    its subgraphs and the model-local functions."""
+    yield "model", model.metadata_props
+    bodies = [("", model.graph)] + [
+        (f"function '{domain}::{name}{':' + overload if overload else ''}': ", function.graph)
+        for (domain, name, overload), function in model.functions.items()
+    ]
+    for prefix, body in bodies:
+        nodes, graphs = nodes_and_graphs(body)
+        for graph in graphs:
+            yield f"{prefix}graph {graph.name!r}", graph.metadata_props
+            values = [*graph.inputs, *graph.initializers.values(), *graph.outputs]
+            yield from ((f"{prefix}value {v.name!r}", v.metadata_props) for v in values)
+        for node in nodes:
+            yield f"{prefix}node {node.name!r}", node.metadata_props
+            yield from ((f"{prefix}value {v.name!r}", v.metadata_props) for v in node.outputs)
+
+
+def metadata_text_problems(model: ir.Model) -> Iterator[str]:
+    """Each metadata key or value of ``model`` that is not a str, described."""
+    for where, props in metadata_holders(model):
+        if not props:
+            continue
+        for key, value in props.items():  # onnx_ir's dicts hold whatever was put in
+            if type(key) is not str:
+                yield f"{where}: metadata key {key!r:.60} is a {type(key).__name__}, not text"
+            elif type(value) is not str:
+                kind = type(value).__name__
+                yield f"{where}: the value of metadata key {key!r} is a {kind}, not text"
+
+
+def check_metadata_text(model: ir.Model, where: str = "model") -> None:
+    """MetadataError naming the first holders whose metadata is not text, and what to do."""
+    problems = []
+    for problem in metadata_text_problems(model):
+        problems.append(problem)
+        if len(problems) == 3:
+            break
+    if problems:
+        raise MetadataError(f"{where}: {'; '.join(problems)}; {_TEXT_FIX}")

@@ -376,7 +376,7 @@ def audit(model: ModelInput) -> AuditReport:
     file and MetadataError when the model's sources table is corrupt.
     """
     where = os.fspath(model) if isinstance(model, str | os.PathLike) else "model"
-    model = model_input(model, where="audit", path_as="proto")
+    model = model_input(model, where="audit", path_as="proto", check_text=False)
     if isinstance(model, onnx.ModelProto):
         for problem in text_problems(model, metadata=False):  # metadata: reported below
             raise MetadataError(f"{where}: {problem}; fix it before auditing")

@@ -44,14 +44,14 @@ import onnx_ir.passes.common as common_passes
 
 from modelprov._model_io._convert import ModelInput, model_input
 from modelprov._model_io._duplicate_keys import merged_entries
-from modelprov._model_io._ir_check import checked_clone
+from modelprov._model_io._ir_check import checked_clone, metadata_holders
 from modelprov._model_io._proto_check import check_proto, read_proto
 from modelprov._model_io._proto_walk import subgraphs
 from modelprov.core._correspond import Change, Snapshot, correspond
 from modelprov.core._policy import Policies
 from modelprov.core._printable import printable_lines
 from modelprov.core._provenance import Provenance
-from modelprov.core._walks import all_nodes, nodes_and_graphs
+from modelprov.core._walks import all_nodes
 from modelprov.errors import CorrespondenceError, keyword
 from modelprov.keys import CONFIDENCE_KEY, RECOVER_REPORT_FORMAT
 from modelprov.onnx._pass_options import RecoverOptions
@@ -130,7 +130,9 @@ class RecoveryReport:
 
 
 def _load(model: ModelInput, role: str) -> onnx.ModelProto | ir.Model:
-    return model_input(model, where=f"recover: the {role} model", path_as="proto")
+    return model_input(
+        model, where=f"recover: the {role} model", path_as="proto", check_text=False
+    )
 
 
 def _text(item: object) -> str:
@@ -192,20 +194,12 @@ def _repair_proto(proto: onnx.ModelProto, policies: Policies | None = None) -> l
 
 
 def _repair_ir(model: ir.Model) -> list[str]:
-    """Replaces metadata keys and values that are not text, in place: the model's, every
-    node's and every value's (graph inputs, initializers and outputs included)."""
+    """Replaces metadata keys and values that are not text, in place: the model's and every
+    graph's, node's and value's (functions and subgraphs included)."""
     repaired: list[str] = []
-    holders: list[tuple[str, dict[str, str]]] = [("model", model.metadata_props)]
-    nodes, graphs = nodes_and_graphs(model.graph)
-    for graph in graphs:  # graph inputs, initializers and outputs, as _repair_proto's walk
-        values = [*graph.inputs, *graph.initializers.values(), *graph.outputs]
-        holders.extend((f"value {v.name!r}", v.metadata_props) for v in values)
-    for node in nodes:
-        holders.append((f"node {node.name!r}", node.metadata_props))
-        holders.extend((f"value {v.name!r}", v.metadata_props) for v in node.outputs)
-    for where, props in holders:
+    for where, props in metadata_holders(model):
         items = list(props.items())
-        if any(not isinstance(k, str) or not isinstance(v, str) for k, v in items):
+        if any(type(k) is not str or type(v) is not str for k, v in items):
             props.clear()
             props.update({_text(k): _text(v) for k, v in items})
             repaired.append(where)
