@@ -26,7 +26,8 @@ A call the decompositions removed as a no-op (a same-dtype ``to``) is put back a
 ``aten.alias`` node first (``_no_op_calls``): its composite's decomposition returns its
 operand. A call stays without a composite (:attr:`CompositePlan.skipped` says why) when it
 lowers to no op (a dead call torch.export removed, a constant it folded), hands no value on
-(``_assert_tensor_metadata``: JAX drops a composite without results), has a computed
+(``_assert_tensor_metadata`` whose tensor nothing reads later: JAX drops a composite
+without results; ``_guard_calls`` threads the others), has a computed
 non-tensor argument (a symbolic size), its decomposed nodes are not contiguous or read a
 value that is no argument of the call.
 """
@@ -163,11 +164,24 @@ def _operands_and_attributes(
     return tuple(operands), attributes
 
 
-def plan_composites(decomposed: Any, original: Any) -> CompositePlan:
+def _through_guards(
+    group: Sequence[Any], operands: tuple[str, ...], guards: Mapping[str, str]
+) -> tuple[str, ...]:
+    """``operands`` with each value the group reads through a guard's identity node
+    (``guards``: identity node -> the value it hands on) replaced by that node."""
+    read = {used.name for member in group for used in member.all_input_nodes}
+    through = {guards[name]: name for name in read if name in guards}
+    return tuple(through.get(name, name) for name in operands)
+
+
+def plan_composites(
+    decomposed: Any, original: Any, guards: Mapping[str, str] | None = None
+) -> CompositePlan:
     """Group the decomposed graph's nodes by the ATen call of ``original`` they came from.
 
     ``decomposed`` and ``original`` are the FX graphs of the lowered program and of the
-    user's ``torch.export`` program.
+    user's ``torch.export`` program; ``guards`` maps the identity nodes ``_guard_calls``
+    added to the value each hands on (a later call reads its argument through one).
     """
     from modelprov._torch._compat import is_op_overload
     from modelprov._torch._fx_lineage import export_node_names
@@ -217,6 +231,7 @@ def plan_composites(decomposed: Any, original: Any) -> CompositePlan:
             if indices != list(range(indices[0], indices[0] + len(indices))):
                 raise NotComposite("its decomposed nodes are not contiguous")
             operands, attributes = _operands_and_attributes(node, counterpart)
+            operands = _through_guards(group, operands, guards or {})
             outputs = outputs_of(group)
             if not outputs:
                 raise NotComposite("it hands no value on")

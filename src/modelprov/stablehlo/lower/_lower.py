@@ -39,6 +39,7 @@ from modelprov.stablehlo.lower._composites import (
 )
 from modelprov.stablehlo.lower._control_flow import is_control_flow, lower_control_flow
 from modelprov.stablehlo.lower._decompositions import LOWERING_DECOMPOSITIONS
+from modelprov.stablehlo.lower._guard_calls import thread_guard_calls
 from modelprov.stablehlo.lower._no_op_calls import restore_no_op_calls
 from modelprov.stablehlo.lower._program_inputs import program_states, user_input_avals
 from modelprov.stablehlo.lower._torchax_compat import import_torchax
@@ -237,9 +238,10 @@ def lower(
         raise ValueError("composites=True needs the user's program, not a decomposed one")
     program = exported_program if decomposed else decompose(exported_program)
     plan = None
-    if composites:  # no-op calls come back as identity nodes, to be composites too
+    if composites:  # no-op and guard calls get identity nodes, to be composites too
         restore_no_op_calls(program.graph_module, exported_program.graph)
-        plan = plan_composites(program.graph, exported_program.graph)
+        guards = thread_guard_calls(program.graph_module, exported_program.graph)
+        plan = plan_composites(program.graph, exported_program.graph, guards)
     env = torchax.default_env()  # registers torchax's ATen lowerings
     weights = tuple(env.t2j_copy(program_states(program)))
     avals = user_input_avals(program)
