@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["export_node_names"]
+__all__ = ["export_node_names", "nodes_by_export_name"]
 
 _MAX_LINKS = 10_000  # chains are short; the bound guards against cycles
 
@@ -46,3 +46,15 @@ def export_node_names(node: Any, original_graph_id: int | None = None) -> tuple[
     if not found and original_graph_id is not None:
         return export_node_names(node)  # the program was copied on the way: use the roots
     return tuple(found)
+
+
+def nodes_by_export_name(graph: Any, original_graph_id: int) -> dict[str, list[Any]]:
+    """User-program node name -> the call nodes of ``graph`` (a decomposed ``torch.fx.Graph``)
+    made from it and from it alone, in graph order."""
+    members: dict[str, list[Any]] = {}
+    for node in graph.nodes:
+        if node.op == "call_function":
+            sources = export_node_names(node, original_graph_id)
+            if len(sources) == 1:
+                members.setdefault(sources[0], []).append(node)
+    return members

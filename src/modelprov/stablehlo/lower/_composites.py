@@ -184,15 +184,9 @@ def plan_composites(
     added to the value each hands on (a later call reads its argument through one).
     """
     from modelprov._torch._compat import is_op_overload
-    from modelprov._torch._fx_lineage import export_node_names
+    from modelprov._torch._fx_lineage import nodes_by_export_name
 
-    members: dict[str, list[Any]] = {}
-    for node in decomposed.nodes:
-        if node.op != "call_function":
-            continue
-        sources = export_node_names(node, id(original))
-        if len(sources) == 1:
-            members.setdefault(sources[0], []).append(node)
+    members = nodes_by_export_name(decomposed, id(original))
     position = {node: n for n, node in enumerate(decomposed.nodes)}
     placeholders = {node.name for node in decomposed.nodes if node.op == "placeholder"}
 

@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 import torch
 
 from modelprov._torch._compat import is_op_overload, op_schema
-from modelprov._torch._fx_lineage import export_node_names
+from modelprov._torch._fx_lineage import nodes_by_export_name
 
 __all__ = ["thread_guard_calls"]
 
@@ -40,16 +40,6 @@ def _is_guard(node: torch.fx.Node) -> bool:
         return False
     return not op_schema(node.target).returns
 
-
-def _members(decomposed: torch.fx.Graph, original_id: int) -> dict[str, list[torch.fx.Node]]:
-    """Original node name -> the decomposed call nodes made from it (and from it alone)."""
-    members: dict[str, list[torch.fx.Node]] = {}
-    for node in decomposed.nodes:
-        if node.op == "call_function":
-            sources = export_node_names(node, original_id)
-            if len(sources) == 1:
-                members.setdefault(sources[0], []).append(node)
-    return members
 
 
 def _checked_value(
@@ -98,7 +88,7 @@ def thread_guard_calls(
     place) that its later readers read; returns identity node name -> the name of the
     decomposed node whose value it hands on."""
     graph = decomposed.graph
-    members = _members(graph, id(original))
+    members = nodes_by_export_name(graph, id(original))
     order = {node: n for n, node in enumerate(graph.nodes)}
     original_order = {node: n for n, node in enumerate(original.nodes)}
     threaded: dict[str, str] = {}

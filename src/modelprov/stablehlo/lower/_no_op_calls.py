@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from modelprov._torch._compat import is_op_overload
-from modelprov._torch._fx_lineage import export_node_names
+from modelprov._torch._fx_lineage import export_node_names, nodes_by_export_name
 
 __all__ = ["NO_OP_PASS", "restore_no_op_calls"]
 
@@ -48,16 +48,6 @@ def _same_value(node: torch.fx.Node, source: torch.fx.Node) -> bool:
     )
 
 
-def _members(decomposed: torch.fx.Graph, original_id: int) -> dict[str, list[torch.fx.Node]]:
-    """Original node name -> the decomposed call nodes made from it (and from it alone)."""
-    members: dict[str, list[torch.fx.Node]] = {}
-    for node in decomposed.nodes:
-        if node.op == "call_function":
-            sources = export_node_names(node, original_id)
-            if len(sources) == 1:
-                members.setdefault(sources[0], []).append(node)
-    return members
-
 
 def _tensor_inputs(node: torch.fx.Node) -> list[torch.fx.Node]:
     return [n for n in node.all_input_nodes if _tensor(n.meta.get("val"))]
@@ -68,7 +58,7 @@ def restore_no_op_calls(decomposed: torch.fx.GraphModule, original: torch.fx.Gra
     ``decomposed`` (edited in place) and reroute its certain uses; returns the calls
     restored, by name."""
     graph = decomposed.graph
-    members = _members(graph, id(original))
+    members = nodes_by_export_name(graph, id(original))
     placeholders = {n.name: n for n in graph.nodes if n.op == "placeholder"}
     restored: dict[str, torch.fx.Node] = {}  # original call -> its new node
 
