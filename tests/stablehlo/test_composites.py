@@ -342,13 +342,13 @@ class _NoOps(nn.Module):  # type: ignore[misc]
         return (x, *kept)
 
 
-@settings(max_examples=4, **_GENERATED)
-@given(
-    steps=st.lists(
-        st.sampled_from(["to", "linear", "relu", "returned", "read_twice"]), min_size=1, max_size=6
-    ),
-    seed=st.integers(0, 99),
+_NO_OP_STEPS = st.lists(
+    st.sampled_from(["to", "linear", "relu", "returned", "read_twice"]), min_size=1, max_size=6
 )
+
+
+@settings(max_examples=4, **_GENERATED)
+@given(steps=_NO_OP_STEPS, seed=st.integers(0, 99))
 def test_no_op_calls_are_composites_returning_their_operand(steps: list[str], seed: int) -> None:
     torch.manual_seed(seed)
     model = _NoOps(steps).eval()
@@ -373,12 +373,7 @@ def test_no_op_calls_are_composites_returning_their_operand(steps: list[str], se
 
 
 @settings(max_examples=4, **_GENERATED)
-@given(
-    steps=st.lists(
-        st.sampled_from(["to", "linear", "relu", "returned", "read_twice"]), min_size=1, max_size=6
-    ),
-    seed=st.integers(0, 99),
-)
+@given(steps=_NO_OP_STEPS, seed=st.integers(0, 99))
 def test_guard_calls_are_composites_handing_their_tensor_on(steps: list[str], seed: int) -> None:
     """Each ``_assert_tensor_metadata`` torch.export writes before a ``to`` is one composite
     named by it, with its dtype/device/layout, on the tensor it checks; later readers read
