@@ -18,6 +18,14 @@ models (target <= 1.05, issue 12), with the 90 % interval of that median when ea
 repetitions are drawn again with replacement (how far this machine's noise moves it).
 Each model's 90 % interval is printed too, and the highest ratio (target <= 1.05 on each).
 
+``--own`` (with ``--zoo``): where modelprov's own time goes. Each repetition times
+onnxscript's ``optimize_ir`` on a clone and ``modelprov.optimize`` stage by stage (thread CPU
+time, each stage without the stages it calls; benchmarks/_stage_times.py), interleaved.
+Prints per model the median of onnxscript's time, of modelprov's own time (all but the
+optimizer it runs) and of the own time beyond the clone, as percentages of onnxscript's, and
+each stage's median share over the models: steadier than the wall ratio, since it does not
+depend on the load while onnxscript's passes run.
+
 ``--proto``: the README's path. ``modelprov.optimize(ModelProto)`` against
 ``onnxscript.optimizer.optimize(ModelProto)`` on GPT-2 with its weights in the proto: CPU
 time, interleaved as above (onnxscript gets a fresh copy each time, made untimed: it renames
@@ -110,6 +118,76 @@ def zoo(names: list[str], repeat: int, cache: str) -> float:
         f"(target <= {TARGET} on each)"
     )
     return median
+
+
+def own(names: list[str], repeat: int, cache: str) -> None:
+    """Times modelprov.optimize stage by stage against onnxscript's optimize_ir on each zoo
+    model, interleaved, and prints each model's own time and the stages' shares."""
+    from benchmarks._stage_times import STAGES, stage_times
+    from benchmarks.bench_zoo import _cached_export
+
+    bases = {name: _cached_export(name, cache)[0] for name in names}
+    theirs: dict[str, list[float]] = {name: [] for name in names}
+    stages: dict[str, list[dict[str, float]]] = {name: [] for name in names}
+
+    def onnxscript_run(name: str) -> None:
+        gc.collect()
+        started = time.thread_time()
+        _optimize_ir_copy(bases[name])
+        theirs[name].append(time.thread_time() - started)
+
+    def modelprov_run(name: str) -> None:
+        gc.collect()
+        with stage_times() as times:
+            modelprov.optimize(bases[name])
+        stages[name].append(times)
+
+    for repetition in range(repeat):
+        for name in names:
+            order = [onnxscript_run, modelprov_run]
+            for run in order if repetition % 2 == 0 else order[::-1]:
+                run(name)
+    optimizer = "onnxscript optimize_ir"
+    shares: dict[str, list[float]] = {label: [] for label, _, _ in STAGES}
+    print(
+        f"{'model':16s} {'nodes':>6s} {'onnxscript':>10s} {'own':>7s} {'beyond clone':>12s}  "
+        "top stages (% of onnxscript's time)"
+    )
+    owns, beyonds = [], []
+    for name in names:
+        base = statistics.median(theirs[name])
+        per_stage = {
+            label: statistics.median(run[label] for run in stages[name]) / base * 100
+            for label, _, _ in STAGES
+        }
+        own_share = statistics.median(
+            (run["total"] - run[optimizer]) / base * 100 for run in stages[name]
+        )
+        beyond = statistics.median(
+            (run["total"] - run[optimizer] - run["clone"]) / base * 100 for run in stages[name]
+        )
+        owns.append(own_share)
+        beyonds.append(beyond)
+        for label in shares:
+            shares[label].append(per_stage[label])
+        top = sorted(
+            (item for item in per_stage.items() if item[0] not in (optimizer, "clone")),
+            key=lambda item: -item[1],
+        )[:4]
+        print(
+            f"{name:16s} {len(bases[name].graph):6d} {base:9.3f}s {own_share:6.1f}% "
+            f"{beyond:11.1f}%  " + ", ".join(f"{label} {share:.1f}" for label, share in top)
+        )
+    print(
+        f"own time over {len(names)} models, {repeat} repetitions: median "
+        f"{statistics.median(owns):.1f}% of onnxscript's, beyond the clone "
+        f"{statistics.median(beyonds):.1f}% (range {min(beyonds):.1f}-{max(beyonds):.1f}%)"
+    )
+    print("stage shares (% of onnxscript's time): median over the models, highest")
+    for label, values in shares.items():
+        if label == optimizer:
+            continue
+        print(f"  {label:26s} {statistics.median(values):5.2f}  {max(values):5.2f}")
 
 
 def _pairs(times: dict[str, list[float]]) -> list[float]:
@@ -275,6 +353,9 @@ def main() -> None:
     parser.add_argument(
         "--peak-child", nargs=2, metavar=("OPTIMIZER", "PATH"), help=argparse.SUPPRESS
     )
+    parser.add_argument(
+        "--own", action="store_true", help="with --zoo: modelprov's own time, stage by stage"
+    )
     parser.add_argument("--models", default="", help="zoo models (default: all)")
     parser.add_argument(
         "--cache",
@@ -296,7 +377,10 @@ def main() -> None:
         unknown = [m for m in names if m not in MODELS]
         if unknown:
             parser.error(f"unknown zoo model: {', '.join(unknown)}")
-        zoo(names, args.repeat, args.cache)
+        if args.own:
+            own(names, args.repeat, args.cache)
+        else:
+            zoo(names, args.repeat, args.cache)
         return
     module, inputs = _examples.gpt2(args.layers, args.width)
     with warnings.catch_warnings():

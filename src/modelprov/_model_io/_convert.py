@@ -18,11 +18,16 @@ import onnx_ir as ir
 
 from modelprov._model_io._duplicate_keys import has_duplicate_keys, merge_duplicate_keys
 from modelprov._model_io._files import load_model, load_model_proto
-from modelprov._model_io._ir_check import check_metadata_text, checked_clone
+from modelprov._model_io._ir_check import (
+    all_text,
+    check_metadata_text,
+    checked_clone,
+    holder_dicts,
+)
 from modelprov._model_io._proto_check import is_plain_and_valid, read_proto
 from modelprov._model_io._shared_weights import read_sharing_weights, write_sharing_weights
 from modelprov.core._policy import Policies
-from modelprov.core._walks import all_nodes
+from modelprov.core._walks import nodes_and_graphs
 from modelprov.errors import InvalidModelError, UsageError
 
 if TYPE_CHECKING:
@@ -161,8 +166,19 @@ def without_duplicate_keys(
     return copy
 
 
-def to_ir_copy(model: onnx.ModelProto | ir.Model, policies: Policies | None = None) -> ir.Model:
+def to_ir_copy(
+    model: onnx.ModelProto | ir.Model,
+    policies: Policies | None = None,
+    *,
+    check_text: str | None = None,
+) -> ir.Model:
     """An onnx_ir model the caller may change freely: the input stays untouched.
+
+    With ``check_text`` (where the model was given), an ``ir.Model`` whose metadata is not
+    all text is a MetadataError naming it (``check_metadata_text``), checked on the copy:
+    onnx_ir's clone copies every holder's metadata as it is, and the copy was just made,
+    so reading it is cheaper than reading the model again. When the clone fails, the
+    model's own check comes first, as it would before cloning.
 
     Weights are shared with an ``ir.Model`` input (modelprov never writes weights; onnx_ir
     names an initializer's tensor after its value whenever either model is saved, so both
@@ -174,8 +190,15 @@ def to_ir_copy(model: onnx.ModelProto | ir.Model, policies: Policies | None = No
     initializer), which would change the caller's proto.
     """
     if isinstance(model, ir.Model):
-        copy = checked_clone(model)
-        _detach_attribute_tensors(copy)
+        try:
+            copy = checked_clone(model)
+        except InvalidModelError:
+            if check_text is not None:
+                check_metadata_text(model, check_text)
+            raise
+        text = _detach_attribute_tensors(copy, check_text=check_text is not None)
+        if check_text is not None:
+            check_metadata_text(copy, check_text, known_text=text)
         return copy
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
@@ -183,13 +206,19 @@ def to_ir_copy(model: onnx.ModelProto | ir.Model, policies: Policies | None = No
     return read_proto(copy)
 
 
-def _detach_attribute_tensors(model: ir.Model) -> None:
+def _detach_attribute_tensors(model: ir.Model, *, check_text: bool = False) -> bool:
     """Gives every tensor attribute of ``model`` (graphs, subgraphs, functions) a tensor
     object of its own; an ``ir.Tensor``'s data is shared, a tensor read from a proto gets a
-    copy of its proto, other kinds are read into an ``ir.Tensor``."""
-    nodes = all_nodes(model.graph)
-    for function in model.functions.values():
-        nodes.extend(ir.traversal.RecursiveGraphIterator(function))
+    copy of its proto, other kinds are read into an ``ir.Tensor``. With ``check_text``,
+    returns whether all the model's metadata is text (the holders ``check_metadata_text``
+    reads, in the same walk), else True."""
+    holders = [model.metadata_props]
+    nodes: list[ir.Node] = []
+    for body in [model.graph] + [function.graph for function in model.functions.values()]:
+        body_nodes, graphs = nodes_and_graphs(body)
+        nodes.extend(body_nodes)
+        if check_text:
+            holders += holder_dicts(body_nodes, graphs)
     tensor_type = ir.AttributeType.TENSOR
     for node in nodes:
         attributes = node.attributes
@@ -222,6 +251,7 @@ def _detach_attribute_tensors(model: ir.Model) -> None:
                 doc_string=tensor.doc_string,
             )
             node.attributes[name] = ir.AttrTensor(name, own)
+    return not check_text or all_text(holders)
 
 
 def run_on_copy(
@@ -237,7 +267,8 @@ def run_on_copy(
     an ONNXProgram); ``model`` itself is never modified. A proto's weights are not copied
     (shared, see ``_shared_weights``) unless it repeats metadata keys, which ``policies``
     merge in a copy."""
-    found = model_input(model, where=where, path_as="proto", load_weights=True)
+    # An onnx_ir model's metadata is checked on its copy (to_ir_copy), not read twice.
+    found = model_input(model, where=where, path_as="proto", load_weights=True, check_text=False)
     # The usual proto passes the checks and repeats no key: one walk says both.
     plain = isinstance(found, onnx.ModelProto) and is_plain_and_valid(found)
     if isinstance(found, onnx.ModelProto) and (plain or not has_duplicate_keys(found)):
@@ -246,7 +277,7 @@ def run_on_copy(
         shared = read_sharing_weights(copy)
         result = pass_(copy)
         return write_sharing_weights(result.model, shared), result
-    result = pass_(to_ir_copy(found, policies))
+    result = pass_(to_ir_copy(found, policies, check_text=where))
     if isinstance(found, onnx.ModelProto):
         return ir.to_proto(result.model), result
     return result.model, result

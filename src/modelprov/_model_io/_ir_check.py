@@ -12,6 +12,7 @@ deep inside), naming where.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Iterator, Sequence
 
 import onnx_ir as ir
@@ -21,10 +22,12 @@ from modelprov.core._walks import nodes_and_graphs
 from modelprov.errors import InvalidModelError, MetadataError
 
 __all__ = [
+    "all_text",
     "check_functions",
     "check_metadata_text",
     "checked_clone",
     "dataflow_problem",
+    "holder_dicts",
     "metadata_holders",
     "metadata_text_problems",
 ]
@@ -137,8 +140,49 @@ def metadata_text_problems(model: ir.Model) -> Iterator[str]:
                 yield f"{where}: the value of metadata key {key!r} is a {kind}, not text"
 
 
-def check_metadata_text(model: ir.Model, where: str = "model") -> None:
-    """MetadataError naming the first holders whose metadata is not text, and what to do."""
+_TEXT = frozenset({str})
+
+
+def holder_dicts(nodes: Sequence[ir.Node], graphs: Sequence[ir.Graph]) -> list[dict[str, str]]:
+    """The metadata dicts of these graphs, their inputs, initializers and outputs, these
+    nodes and their outputs (the holders ``metadata_holders`` names, without names)."""
+    found = [graph.metadata_props for graph in graphs]
+    for graph in graphs:
+        found += [value.metadata_props for value in graph.inputs]
+        found += [value.metadata_props for value in graph.initializers.values()]
+        found += [value.metadata_props for value in graph.outputs]
+    found += [node.metadata_props for node in nodes]
+    found += [value.metadata_props for node in nodes for value in node.outputs]
+    return found
+
+
+def all_text(holders: Sequence[dict[str, str]]) -> bool:
+    """True when every key and value of these dicts is a str (False when unsure: the
+    caller then asks ``metadata_text_problems``)."""
+    chain = itertools.chain.from_iterable
+    try:
+        # The types of every key and value, gathered in C: no Python-level step per key.
+        types = set(map(type, chain(holders)))
+        types.update(map(type, chain(map(dict.values, holders))))
+    except TypeError:  # a holder that is not a dict
+        return False
+    return types <= _TEXT
+
+
+def _all_text(model: ir.Model) -> bool:
+    """True when every key and value of the holders ``metadata_holders`` yields is a str:
+    the same walk, without naming the holders (what only a problem needs)."""
+    holders = [model.metadata_props]
+    for body in [model.graph] + [function.graph for function in model.functions.values()]:
+        holders += holder_dicts(*nodes_and_graphs(body))
+    return all_text(holders)
+
+
+def check_metadata_text(model: ir.Model, where: str = "model", *, known_text: bool = False) -> None:
+    """MetadataError naming the first holders whose metadata is not text, and what to do
+    (nothing to check when ``known_text``: the caller's own walk found it all text)."""
+    if known_text or _all_text(model):
+        return
     problems = []
     for problem in metadata_text_problems(model):
         problems.append(problem)
