@@ -1,0 +1,199 @@
+"""Small splat constants as calls, so that XLA keeps their op's name.
+
+XLA's MLIR-to-HLO conversion (the one ``jax.jit`` runs) folds every constant-only value into
+a constant (its canonicalizer folds a ``broadcast_in_dim`` of a scalar constant into a splat
+constant). ``xla-prepare-for-export`` unfolds a splat of 32 elements or more back into a
+``broadcast`` that keeps the location; a smaller one stays a constant, and the conversion
+gives constants no metadata (``LowerConstant``), while its builder writes a splat of more
+than one element as a scalar ``constant`` and a ``broadcast``. That broadcast is a computing
+instruction named by no node: the Llama's epsilons and index bounds at sequence length 8
+(``[1, 8]``), the reciprocals XLA's simplifier makes of them, and every copy XLA's fusion
+makes of them (measured, jaxlib 0.10.2).
+
+The canonicalizer folds within a function, not across a call. So
+:func:`call_small_splats` moves the op making such a value into a private function of its
+own (``@modelprov_splat_<n>``) called with the op's operands: outside, the operands still
+fold to constants; inside, the op reads the function's arguments and stays an op, so HLO
+has it as an instruction. XLA's call inliner (the first HLO pass) puts it back in place,
+named by the call's location, its frontend attributes the call's (the body's op has
+``loc(unknown)`` and takes its callers' nodes, ``_helper_functions``). The values and what
+XLA computes are the same: the op computes what it did, on the same constants.
+
+Which values: those the model's ops read that XLA's own conversion of the module (a copy
+of ``main`` returning them) writes as a ``broadcast`` of a ``constant`` without an
+``op_name``; asking XLA keeps the rule exact (the 32-element bound is XLA's, not ours).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable
+from typing import Any
+
+from modelprov.stablehlo.attach._folded_constant_values import (
+    constant_only,
+    main_block,
+    values_as_hlo,
+)
+
+__all__ = ["call_small_splats"]
+
+_LOG = logging.getLogger(__name__)
+
+_PREFIX = "modelprov_splat_"
+_INSTRUCTION = re.compile(
+    r"^\s*(?:ROOT\s+)?%?(?P<name>[\w.\-]+)\s*=\s*\S+\s+(?P<opcode>[\w\-]+)\((?P<operands>[^)]*)\)"
+    r"(?P<rest>.*)$"
+)
+
+
+def call_small_splats(module: Any, to_hlo: Callable[[str], str]) -> int:
+    """Put each op of ``module``'s ``main`` (an ``ir.Module``, edited in place, inside its
+    context) whose value XLA writes as an unnamed broadcast of a constant in a private
+    function called in its place; ``to_hlo`` converts MLIR text to HLO text with XLA.
+    Returns how many ops were moved."""
+    from jaxlib.mlir import ir
+
+    block = main_block(module)
+    if block is None:
+        return 0
+    operations = [op.operation for op in block.operations]
+    constant = constant_only(operations)
+    values = [  # every constant-only value XLA can hand back: the tuple's operands
+        i
+        for i in constant
+        if len(operations[i].results) == 1
+        and isinstance(operations[i].results[0].type, ir.RankedTensorType)
+        and ir.RankedTensorType(operations[i].results[0].type).has_static_shape
+    ]
+    if not values:
+        return 0
+    try:
+        converted = values_as_hlo(module, values, to_hlo, debug_info=True)
+    except Exception as error:  # XLA could not convert the copy: move nothing
+        _LOG.debug("small splats not found by XLA: %s", error)
+        return 0
+    if converted is None or len(converted[0]) != len(values):
+        return 0
+    roots, text = converted
+    lines: dict[str, re.Match[str]] = {}
+    for line in text.splitlines():
+        match = _INSTRUCTION.match(line)
+        if match is not None:
+            lines[match["name"]] = match
+    forms = {i: _form(lines, root) for i, root in zip(values, roots, strict=True)}
+    position = {operation: index for index, operation in enumerate(operations)}
+    # Decided first, positions only: ops hash differently once edited.
+    sources = {  # each constant-only op's operands as (producer, result number)
+        i: [(position[o.owner.operation], o.result_number) for o in operations[i].operands]
+        for i in constant
+    }
+    read = {i for i in constant if any(list(r.uses) for r in operations[i].results)}
+    moves: list[tuple[int, list[tuple[int, int]]]] = []
+    for index in values:
+        if forms[index] != "unnamed splat" or not len(operations[index].operands):
+            continue
+        readers = [  # the uses by ops XLA computes (not folded with the value)
+            (position[owner], use.operand_number)
+            for use in operations[index].results[0].uses
+            if (owner := getattr(use.owner, "operation", use.owner)) in position
+            and forms.get(position[owner], "computed") not in _FOLDED
+        ]
+        if readers:
+            moves.append((index, readers))
+    taken = _symbols(module)
+    for index, readers in moves:
+        chain = _chain(index, sources)
+        _call_in_place(
+            ir,
+            module,
+            [(operations[i], sources[i], i) for i in chain],
+            [(operations[i], n) for i, n in readers],
+            _name(taken),
+        )
+    for index in reversed(constant):  # what only the moved ops read goes, named by the call
+        if index in read and not any(list(r.uses) for r in operations[index].results):
+            operations[index].erase()
+    return len(moves)
+
+
+def _chain(index: int, sources: dict[int, list[tuple[int, int]]]) -> list[int]:
+    """``index`` and the constant-only ops it is computed from, in block order."""
+    found = {index}
+    stack = [index]
+    while stack:
+        for producer, _ in sources[stack.pop()]:
+            if producer not in found:
+                found.add(producer)
+                stack.append(producer)
+    return sorted(found)
+
+
+def _name(taken: set[str]) -> str:
+    number = 0
+    while f"{_PREFIX}{number}" in taken:
+        number += 1
+    taken.add(f"{_PREFIX}{number}")
+    return f"{_PREFIX}{number}"
+
+
+# What XLA writes a folded value as (``_form``): a constant, or a broadcast of one.
+_FOLDED = frozenset({"constant", "named splat", "unnamed splat"})
+
+
+def _form(lines: dict[str, re.Match[str]], name: str) -> str:
+    """``constant``, ``named splat`` / ``unnamed splat`` (a broadcast of a constant with /
+    without an ``op_name``), or ``computed``: what the instruction ``name`` is."""
+    match = lines.get(name)
+    if match is None:
+        return "computed"
+    if match["opcode"] == "constant":
+        return "constant"
+    operands = match["operands"].split()  # "%constant.1", or "f32[] %constant.1"
+    operand = lines.get(operands[-1].lstrip("%")) if len(operands) else None
+    if match["opcode"] != "broadcast" or operand is None or operand["opcode"] != "constant":
+        return "computed"
+    return "named splat" if "op_name=" in match["rest"] else "unnamed splat"
+
+
+def _symbols(module: Any) -> set[str]:
+    from jaxlib.mlir import ir
+
+    return {
+        ir.StringAttr(op.operation.attributes["sym_name"]).value
+        for op in module.body.operations
+        if "sym_name" in op.operation.attributes
+    }
+
+
+def _call_in_place(
+    ir: Any,
+    module: Any,
+    chain: list[tuple[Any, list[tuple[int, int]], int]],
+    readers: list[tuple[Any, int]],
+    name: str,
+) -> None:
+    """Make ``readers`` (``(op, operand number)`` pairs) read a call of a new private
+    function ``name`` computing the last op of ``chain`` (``(op, its operands as (producer,
+    result number), its position)``, in block order, each fed only by the ones before)."""
+    from jaxlib.mlir.dialects import func
+
+    last = chain[-1][0]
+    result_type = last.results[0].type
+    with ir.InsertionPoint(module.body), ir.Location.unknown():
+        function = func.FuncOp(name, ir.FunctionType.get([], [result_type]))
+        function.attributes["sym_visibility"] = ir.StringAttr.get("private")
+        entry = function.add_entry_block()
+    copies: dict[int, Any] = {}
+    with ir.InsertionPoint(entry):
+        for operation, operands, index in chain:
+            copy = copies[index] = operation.clone()
+            for number, (producer, result) in enumerate(operands):
+                copy.operands[number] = copies[producer].results[result]
+            copy.location = ir.Location.unknown()  # the call's, once XLA inlines it
+        func.ReturnOp([copies[chain[-1][2]].results[0]], loc=ir.Location.unknown())
+    with ir.InsertionPoint(last), last.location:
+        call = func.CallOp([result_type], ir.FlatSymbolRefAttr.get(name), [])
+    for owner, number in readers:
+        owner.operands[number] = call.result
