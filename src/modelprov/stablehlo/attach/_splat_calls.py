@@ -1,4 +1,4 @@
-"""Small splat constants as calls, so that XLA keeps their op's name.
+"""Small splat constants as calls, so that XLA keeps the name of the op reading them.
 
 XLA's MLIR-to-HLO conversion (the one ``jax.jit`` runs) folds every constant-only value into
 a constant (its canonicalizer folds a ``broadcast_in_dim`` of a scalar constant into a splat
@@ -7,21 +7,26 @@ constant). ``xla-prepare-for-export`` unfolds a splat of 32 elements or more bac
 gives constants no metadata (``LowerConstant``), while its builder writes a splat of more
 than one element as a scalar ``constant`` and a ``broadcast``. That broadcast is a computing
 instruction named by no node: the Llama's epsilons and index bounds at sequence length 8
-(``[1, 8]``), the reciprocals XLA's simplifier makes of them, and every copy XLA's fusion
-makes of them (measured, jaxlib 0.10.2).
+(``[1, 8]``), and every copy XLA's fusion and simplifier make of it (measured, jaxlib
+0.10.2).
 
-The canonicalizer folds within a function, not across a call. So
-:func:`call_small_splats` moves the op making such a value into a private function of its
-own (``@modelprov_splat_<n>``) called with the op's operands: outside, the operands still
-fold to constants; inside, the op reads the function's arguments and stays an op, so HLO
-has it as an instruction. XLA's call inliner (the first HLO pass) puts it back in place,
-named by the call's location, its frontend attributes the call's (the body's op has
-``loc(unknown)`` and takes its callers' nodes, ``_helper_functions``). The values and what
-XLA computes are the same: the op computes what it did, on the same constants.
+The canonicalizer folds within a function, and XLA's call inliner (the first HLO pass) gives
+every inlined instruction without metadata the call's. So :func:`call_small_splats` puts the
+constant-only ops computing such a value (copies of them, in block order) in a private
+function of its own, ``@modelprov_splat_<n>``, called with no operands where the value was
+read: the call is located at the op making the value, fused with the locations of the
+constant-only ops only it used (they leave ``main``); the body's ops have ``loc(unknown)``
+(they take the call's nodes, ``_helper_functions``). XLA folds the body to the same splat,
+still unnamed, and its inliner names the broadcast and its scalar constant by the call, so do
+the instructions its simplifier makes of them (``x - c`` as ``x + (-c)``). The values and
+what XLA computes are the same: the same ops on the same constants.
 
-Which values: those the model's ops read that XLA's own conversion of the module (a copy
-of ``main`` returning them) writes as a ``broadcast`` of a ``constant`` without an
-``op_name``; asking XLA keeps the rule exact (the 32-element bound is XLA's, not ours).
+Which values: those XLA's own conversion of a copy of ``main`` returning every constant-only
+value (``_folded_constant_values.values_as_hlo``, printed with metadata) writes as a
+``broadcast`` of a ``constant`` without an ``op_name``, read by an op XLA computes (a model
+op, or a constant-only op it does not fold, such as the Llama's ``diff`` of its position
+ids); a value only returned is left alone. Asking XLA keeps the rule exact (the 32-element
+bound is XLA's, not ours).
 """
 
 from __future__ import annotations
@@ -98,23 +103,32 @@ def call_small_splats(module: Any, to_hlo: Callable[[str], str]) -> int:
             (position[owner], use.operand_number)
             for use in operations[index].results[0].uses
             if (owner := getattr(use.owner, "operation", use.owner)) in position
+            and owner.name != "func.return"  # a result: no op reads it
             and forms.get(position[owner], "computed") not in _FOLDED
         ]
         if readers:
             moves.append((index, readers))
+    locations = {i: operations[i].location for i in constant}
     taken = _symbols(module)
+    calls = []
     for index, readers in moves:
         chain = _chain(index, sources)
-        _call_in_place(
+        call = _call_in_place(
             ir,
-            module,
             [(operations[i], sources[i], i) for i in chain],
             [(operations[i], n) for i, n in readers],
             _name(taken),
         )
+        calls.append((call, chain))
+    erased = set()
     for index in reversed(constant):  # what only the moved ops read goes, named by the call
         if index in read and not any(list(r.uses) for r in operations[index].results):
             operations[index].erase()
+            erased.add(index)
+    for call, chain in calls:  # made from them too (FusedLoc, as _folded_constant_values)
+        gone = [locations[i] for i in chain[:-1] if i in erased]
+        if gone:
+            call.location = ir.Location.fused([locations[chain[-1]], *gone])
     return len(moves)
 
 
@@ -169,19 +183,20 @@ def _symbols(module: Any) -> set[str]:
 
 def _call_in_place(
     ir: Any,
-    module: Any,
     chain: list[tuple[Any, list[tuple[int, int]], int]],
     readers: list[tuple[Any, int]],
     name: str,
-) -> None:
+) -> Any:
     """Make ``readers`` (``(op, operand number)`` pairs) read a call of a new private
     function ``name`` computing the last op of ``chain`` (``(op, its operands as (producer,
-    result number), its position)``, in block order, each fed only by the ones before)."""
+    result number), its position)``, in block order, each fed only by the ones before);
+    returns the call."""
     from jaxlib.mlir.dialects import func
 
     last = chain[-1][0]
     result_type = last.results[0].type
-    with ir.InsertionPoint(module.body), ir.Location.unknown():
+    main = last.parent  # the functions go before it: its ops stay last in printing order
+    with ir.InsertionPoint(main), ir.Location.unknown():
         function = func.FuncOp(name, ir.FunctionType.get([], [result_type]))
         function.attributes["sym_visibility"] = ir.StringAttr.get("private")
         entry = function.add_entry_block()
@@ -197,3 +212,4 @@ def _call_in_place(
         call = func.CallOp([result_type], ir.FlatSymbolRefAttr.get(name), [])
     for owner, number in readers:
         owner.operands[number] = call.result
+    return call
