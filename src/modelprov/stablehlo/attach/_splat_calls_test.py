@@ -43,7 +43,9 @@ def _moved(text: str) -> tuple[int, list[tuple[str, str]], str]:
         module = ir.Module.parse(text)
         moved = call_small_splats(module, lambda t: mlir_to_hlo_text(t, metadata=True))
         assert module.operation.verify()
-        block = main_function(ir, module).regions[0].blocks[0]
+        function = main_function(ir, module)
+        assert function is not None
+        block = function.regions[0].blocks[0]
         main = [(op.name, str(op.location)) for op in block.operations]
         return moved, main, module.operation.get_asm(enable_debug_info=False)
 
