@@ -373,7 +373,8 @@ def _adopt_constant_chains(ops: Sequence[_Op], flow: _Flow, infos: Mapping[str, 
             nodes=op.nodes,
             producers=tuple(producer(value) for value in op.operation.operands),
             users=tuple(flow.users(op)) if not op.nodes else (),
-            labellable=op.operation.name not in STRUCTURAL_OPS | _FUNCTION_EXITS,
+            labellable=op.operation.name not in STRUCTURAL_OPS | _FUNCTION_EXITS
+            or _reads_nothing(op),
         )
         for op in ops
     ]
@@ -383,6 +384,11 @@ def _adopt_constant_chains(ops: Sequence[_Op], flow: _Flow, infos: Mapping[str, 
     for index, nodes in adopted_nodes(chain_ops, order).items():
         ops[index].nodes = nodes
         ops[index].adopted = True
+
+
+def _reads_nothing(op: _Op) -> bool:
+    """A call without operands (a small splat's, ``_splat_calls``): a constant value."""
+    return op.operation.name == "func.call" and not len(op.operation.operands)
 
 
 def _source_exits(
