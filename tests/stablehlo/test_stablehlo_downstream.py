@@ -202,17 +202,20 @@ def test_merging_constant_values_changes_no_output_bit(
 ) -> None:
     """One op per constant value (``_constant_values``, and per value XLA folds to,
     ``_folded_constant_values``: the conv model's variance divisor ``32 - 0``): fewer ops,
-    the same outputs."""
+    the same outputs; small splats as calls (``_splat_calls``) change no output bit either."""
     from modelprov.stablehlo import _export
 
     model, args, kwargs = _downstream.MODELS[name]()
     merged = modelprov.export_stablehlo(model, args, kwargs)
+    assert "call @modelprov_splat_" in merged.text
+    monkeypatch.setattr(_export, "call_small_splats", lambda module, to_hlo: 0)
+    folded = modelprov.export_stablehlo(model, args, kwargs)
     monkeypatch.setattr(_export, "merge_folded_constant_values", lambda module, to_hlo: 0)
     identical_only = modelprov.export_stablehlo(model, args, kwargs)
     monkeypatch.setattr(_export, "merge_constant_values", lambda module: 0)
     plain = modelprov.export_stablehlo(model, args, kwargs)
-    assert len(merged.ops) <= len(identical_only.ops) < len(plain.ops)
+    assert len(folded.ops) <= len(identical_only.ops) < len(plain.ops)
     if name == "conv_transformer":
-        assert len(merged.ops) < len(identical_only.ops)
+        assert len(folded.ops) < len(identical_only.ops)
     for ours, theirs in zip(merged.run(*args), plain.run(*args), strict=True):
         np.testing.assert_array_equal(np.asarray(ours), np.asarray(theirs))

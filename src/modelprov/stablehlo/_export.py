@@ -22,6 +22,7 @@ from modelprov.stablehlo.attach._composite_ops import finish_composites, locate_
 from modelprov.stablehlo.attach._constant_values import merge_constant_values
 from modelprov.stablehlo.attach._folded_constant_values import merge_folded_constant_values
 from modelprov.stablehlo.attach._numbers import NUMBER_ATTRIBUTES, NumberAttributes, number_kinds
+from modelprov.stablehlo.attach._splat_calls import call_small_splats
 from modelprov.stablehlo.lower._aliases import alias_infos
 from modelprov.stablehlo.lower._control_flow import branch_sources
 from modelprov.stablehlo.lower._fx_nodes import fx_node_infos, node_info
@@ -165,6 +166,7 @@ def program_from_exported_program(
             locate_composites(module, lowered.composites, ROOT_SCOPE)
         merge_constant_values(module)  # one op per constant value: compilers keep its name
         merge_folded_constant_values(module, mlir_to_hlo_text)  # and per value XLA folds to
+        call_small_splats(module, lambda text: mlir_to_hlo_text(text, metadata=True))  # named
         result = attach(
             module,
             ROOT_SCOPE,

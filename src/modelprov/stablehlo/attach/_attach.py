@@ -51,7 +51,7 @@ from modelprov.stablehlo._records import OpRecord, provenance_attributes
 from modelprov.stablehlo.attach._composite_ops import decomposition_callers
 from modelprov.stablehlo.attach._constant_chains import ChainOp, adopted_nodes, constant_only
 from modelprov.stablehlo.attach._frontend_attributes import add_frontend_attributes
-from modelprov.stablehlo.attach._helper_functions import label_helper_functions
+from modelprov.stablehlo.attach._helper_functions import call_returns, label_helper_functions
 from modelprov.stablehlo.attach._numbers import attribute_value
 from modelprov.stablehlo.lower._control_flow import node_component
 from modelprov.stablehlo.read._location_keys import with_keys
@@ -156,10 +156,14 @@ class _Flow:
         self._infos = infos
         self._index_of = {op.operation: op.index for op in ops}
         self._users: dict[int, list[int | None]] = {}
-        # A decomposition's return hands its values on to its composites' users.
+        # A decomposition's return hands its values on to its composites' users, a called
+        # function's to its calls' users.
+        operations = [op.operation for op in ops]
         self._returns = {
-            self._index_of[ret]: [self._index_of[c] for c in composites]
-            for ret, composites in decomposition_callers([op.operation for op in ops]).items()
+            self._index_of[ret]: [self._index_of[c] for c in callers]
+            for ret, callers in (
+                decomposition_callers(operations) | call_returns(operations)
+            ).items()
         }
 
     def _owner_nodes(self, index: int | None) -> tuple[str, ...]:
@@ -369,7 +373,8 @@ def _adopt_constant_chains(ops: Sequence[_Op], flow: _Flow, infos: Mapping[str, 
             nodes=op.nodes,
             producers=tuple(producer(value) for value in op.operation.operands),
             users=tuple(flow.users(op)) if not op.nodes else (),
-            labellable=op.operation.name not in STRUCTURAL_OPS | _FUNCTION_EXITS,
+            labellable=op.operation.name not in STRUCTURAL_OPS | _FUNCTION_EXITS
+            or _reads_nothing(op),
         )
         for op in ops
     ]
@@ -379,6 +384,11 @@ def _adopt_constant_chains(ops: Sequence[_Op], flow: _Flow, infos: Mapping[str, 
     for index, nodes in adopted_nodes(chain_ops, order).items():
         ops[index].nodes = nodes
         ops[index].adopted = True
+
+
+def _reads_nothing(op: _Op) -> bool:
+    """A call without operands (a small splat's, ``_splat_calls``): a constant value."""
+    return op.operation.name == "func.call" and not len(op.operation.operands)
 
 
 def _source_exits(

@@ -29,11 +29,12 @@ from typing import Any
 from modelprov.stablehlo.attach._constant_values import NOT_VALUES
 from modelprov.stablehlo.read._op_walk import main_function
 
-__all__ = ["merge_folded_constant_values"]
+__all__ = ["constant_only", "main_block", "merge_folded_constant_values", "values_as_hlo"]
 
 _LOG = logging.getLogger(__name__)
 
 _ROOT_TUPLE = re.compile(r"^\s*ROOT\s+%?[\w.\-]+\s*=.*?\btuple\((?P<operands>[^)]*)\)", re.M)
+_INDEX_COMMENT = re.compile(r"/\*.*?\*/")
 _NEVER = NOT_VALUES | {"stablehlo.composite", "func.call"}
 
 
@@ -43,11 +44,11 @@ def merge_folded_constant_values(module: Any, to_hlo: Callable[[str], str]) -> i
     MLIR text to HLO text with XLA. Returns how many ops were removed."""
     from jaxlib.mlir import ir
 
-    block = _main_block(module)
+    block = main_block(module)
     if block is None:
         return 0
     operations = [op.operation for op in block.operations]
-    constant = _constant_only(operations)
+    constant = constant_only(operations)
     inside = {operations[i] for i in constant}
     candidates = [  # the values the model's own ops read: constant-only ops feed the rest
         i
@@ -132,14 +133,14 @@ def merge_folded_constant_values(module: Any, to_hlo: Callable[[str], str]) -> i
     return removed
 
 
-def _main_block(module: Any) -> Any:
+def main_block(module: Any) -> Any:
     from jaxlib.mlir import ir
 
     main = main_function(ir, module)
     return None if main is None else main.regions[0].blocks[0]
 
 
-def _constant_only(operations: list[Any]) -> list[int]:
+def constant_only(operations: list[Any]) -> list[int]:
     """Indices of the constant-only ops: no operands, or only constant-only operands (no
     calls, side effects or regions)."""
     found: dict[Any, int] = {}
@@ -156,13 +157,24 @@ def _folded_instructions(
     module: Any, candidates: list[int], to_hlo: Callable[[str], str]
 ) -> list[str]:
     """The HLO instruction XLA makes of each candidate's value, in order."""
+    converted = values_as_hlo(module, candidates, to_hlo)
+    return [] if converted is None else converted[0]
+
+
+def values_as_hlo(
+    module: Any, candidates: list[int], to_hlo: Callable[[str], str], *, debug_info: bool = False
+) -> tuple[list[str], str] | None:
+    """XLA's HLO of a copy of ``module`` whose ``main`` keeps only its constant-only ops and
+    returns the values of the ops at ``candidates`` (indices into ``main``'s block): the name
+    of the instruction each value is, in order, and the HLO text (with the ops' locations
+    as metadata when ``debug_info``); None when the root is no tuple."""
     from jaxlib.mlir import ir
     from jaxlib.mlir.dialects import func
 
-    copy = ir.Module.parse(module.operation.get_asm(enable_debug_info=False))
-    block = _main_block(copy)
+    copy = ir.Module.parse(module.operation.get_asm(enable_debug_info=debug_info))
+    block = main_block(copy)
     operations = [op.operation for op in block.operations]
-    keep = set(_constant_only(operations))
+    keep = set(constant_only(operations))
     values = [operations[i].results[0] for i in candidates]
     function = block.owner
     inputs = ir.FunctionType(ir.TypeAttr(function.attributes["function_type"]).value).inputs
@@ -178,7 +190,9 @@ def _folded_instructions(
     )
     if "res_attrs" in function.attributes:
         del function.attributes["res_attrs"]
-    match = _ROOT_TUPLE.search(to_hlo(copy.operation.get_asm(enable_debug_info=False)))
+    text = to_hlo(copy.operation.get_asm(enable_debug_info=debug_info))
+    match = _ROOT_TUPLE.search(text)
     if match is None:
-        return []
-    return [name.strip().lstrip("%") for name in match["operands"].split(",")]
+        return None
+    operands = _INDEX_COMMENT.sub("", match["operands"])  # XLA marks every fifth: /*index=5*/
+    return [name.split()[-1].lstrip("%") for name in operands.split(",")], text

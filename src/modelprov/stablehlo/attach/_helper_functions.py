@@ -5,7 +5,9 @@ so their body is a ``func.func private`` called from the node's ops with ``func.
 body's locations start a fresh name stack and name no FX node, so these ops had no
 provenance. Every op of such a function that names no node itself is given the nodes of all
 the ``func.call`` ops calling the function (one node, or several when JAX shares one
-function between nodes); a helper called from a helper gets them in turn.
+function between nodes); a helper called from a helper gets them in turn. What a helper
+returns is what its calls give their users (:func:`call_returns`): a value leaves a module
+where a call's result does, not at the helper's ``func.return``.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-__all__ = ["label_helper_functions"]
+__all__ = ["call_returns", "label_helper_functions"]
 
 
 class HelperOp(Protocol):
@@ -65,3 +67,30 @@ def label_helper_functions(ops: Sequence[HelperOp], order: Mapping[str, int]) ->
                 op.nodes = merged
                 changed = True
     return labelled
+
+
+def call_returns(operations: Sequence[Any]) -> dict[Any, list[Any]]:
+    """Each called function's ``func.return`` -> the ``func.call`` ops calling that function
+    (whose results are what the return hands on); ``operations`` are all ops in walk order."""
+    from jaxlib.mlir import ir
+
+    functions = {
+        _symbol(op.attributes["sym_name"], ir.StringAttr): op
+        for op in operations
+        if op.name == "func.func" and "sym_name" in op.attributes
+    }
+    callers: dict[str, list[Any]] = {}
+    for op in operations:
+        if op.name == "func.call":
+            callee = _symbol(op.attributes["callee"], ir.FlatSymbolRefAttr)
+            callers.setdefault(callee, []).append(op)
+    returns: dict[Any, list[Any]] = {}
+    for name, calls in callers.items():
+        function = functions.get(name)
+        if function is None:
+            continue
+        for block in function.regions[0].blocks:
+            for op in block.operations:
+                if op.operation.name == "func.return":
+                    returns[op.operation] = calls
+    return returns

@@ -14,7 +14,9 @@
 - ``jax._src.lib.xla_client._xla.mlir.mlir_module_to_xla_computation``: XLA's own
   conversion of MLIR text to HLO (what ``jax.jit(...).lower(...).as_text(dialect="hlo")``
   runs, MLIR folder included), for a module that is no JAX function
-  (``_folded_constant_values`` asks it which constant values XLA folds together).
+  (``_folded_constant_values`` asks it which constant values XLA folds together), and
+  ``jax._src.lib.hlo.HloPrintOptions`` to print that HLO with its metadata
+  (``_splat_calls`` asks which values XLA writes as an unnamed broadcast).
 
 None has a public equivalent in jax 0.10.2. When one is missing,
 :class:`~modelprov.errors.MissingDependencyError` names the jax version found and the one
@@ -64,8 +66,9 @@ def module_to_bytecode(module: Any) -> bytes:
     return serialized
 
 
-def mlir_to_hlo_text(text: str) -> str:
-    """XLA's HLO text of MLIR ``text`` (its results as one tuple), before any HLO pass."""
+def mlir_to_hlo_text(text: str, *, metadata: bool = False) -> str:
+    """XLA's HLO text of MLIR ``text`` (its results as one tuple), before any HLO pass; with
+    ``metadata``, each instruction's metadata (``op_name`` from its op's location) too."""
     xla = _private("jax._src.lib", "xla_client")
     convert = getattr(
         getattr(getattr(xla, "_xla", None), "mlir", None), "mlir_module_to_xla_computation", None
@@ -77,7 +80,12 @@ def mlir_to_hlo_text(text: str) -> str:
             f"jax {jax.__version__} lacks xla_client._xla.mlir.mlir_module_to_xla_computation; "
             f'modelprov was tested with jax {TESTED_JAX}: pip install "modelprov[stablehlo]"'
         )
-    return str(convert(text, use_tuple_args=False, return_tuple=True).as_hlo_text())
+    computation = convert(text, use_tuple_args=False, return_tuple=True)
+    if not metadata:
+        return str(computation.as_hlo_text())
+    options = _private("jax._src.lib", "hlo").HloPrintOptions()
+    options.print_metadata = True
+    return str(computation.get_hlo_module().to_string(options))
 
 
 def exported_with_results(exported: Any, serialized: bytes, added_avals: tuple[Any, ...]) -> Any:
