@@ -32,6 +32,7 @@ from modelprov.core._sources import Source
 from modelprov.keys import STABLEHLO_ATEN_SCHEMA_KEY, STABLEHLO_FRONTEND_ATTRIBUTES
 from modelprov.stablehlo._records import OpRecord, provenance_attributes
 from modelprov.stablehlo.attach._frontend_attributes import frontend_text
+from modelprov.stablehlo.attach._helper_functions import function_returns
 from modelprov.stablehlo.lower._composites import CompositePlan
 from modelprov.stablehlo.read._location_keys import with_keys
 from modelprov.stablehlo.read._locations import (
@@ -79,21 +80,11 @@ def _decomposition_name(operation: Any) -> str:
 def decomposition_callers(operations: Sequence[Any]) -> dict[Any, list[Any]]:
     """Each decomposition's ``func.return`` -> the composite ops calling that function
     (whose results are what the return hands on)."""
-    functions = {_symbol(op): op for op in operations if op.name == "func.func"}
     callers: dict[str, list[Any]] = {}
     for op in operations:
         if op.name == COMPOSITE_OP:
             callers.setdefault(_decomposition_name(op), []).append(op)
-    returns: dict[Any, list[Any]] = {}
-    for name, composites in callers.items():
-        function = functions.get(name)
-        if function is None:
-            continue
-        for block in function.regions[0].blocks:
-            for op in block.operations:
-                if op.operation.name == "func.return":
-                    returns[op.operation] = composites
-    return returns
+    return function_returns(operations, callers)
 
 
 def set_schemas(module: Any, targets: Mapping[str, str]) -> None:

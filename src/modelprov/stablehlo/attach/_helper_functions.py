@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-__all__ = ["call_returns", "label_helper_functions"]
+__all__ = ["call_returns", "function_returns", "label_helper_functions"]
 
 
 class HelperOp(Protocol):
@@ -74,16 +74,27 @@ def call_returns(operations: Sequence[Any]) -> dict[Any, list[Any]]:
     (whose results are what the return hands on); ``operations`` are all ops in walk order."""
     from jaxlib.mlir import ir
 
-    functions = {
-        _symbol(op.attributes["sym_name"], ir.StringAttr): op
-        for op in operations
-        if op.name == "func.func" and "sym_name" in op.attributes
-    }
     callers: dict[str, list[Any]] = {}
     for op in operations:
         if op.name == "func.call":
             callee = _symbol(op.attributes["callee"], ir.FlatSymbolRefAttr)
             callers.setdefault(callee, []).append(op)
+    return function_returns(operations, callers)
+
+
+def function_returns(
+    operations: Sequence[Any], callers: Mapping[str, list[Any]]
+) -> dict[Any, list[Any]]:
+    """Each ``func.return`` of a function named in ``callers`` (function name -> the ops
+    calling it: ``func.call``, ``stablehlo.composite``) -> those ops; ``operations`` are all
+    ops in walk order."""
+    from jaxlib.mlir import ir
+
+    functions = {
+        _symbol(op.attributes["sym_name"], ir.StringAttr): op
+        for op in operations
+        if op.name == "func.func" and "sym_name" in op.attributes
+    }
     returns: dict[Any, list[Any]] = {}
     for name, calls in callers.items():
         function = functions.get(name)
