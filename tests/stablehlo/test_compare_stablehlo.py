@@ -211,3 +211,34 @@ def test_random_chains_are_covered_and_a_planted_bias_is_found(seed: int) -> Non
     layer = random.Random(seed).randrange(len(model.layers))
     broken, _ = _with_weight(program, model.layers[layer].bias)
     _assert_localized(compare(model, broken, args), f"layers.{layer}")
+
+
+class _Norms(torch.nn.Module):  # type: ignore[misc]
+    """LayerNorms with one eps between Linears: export shares the eps splat among them."""
+
+    def __init__(self, count: int, width: int) -> None:
+        super().__init__()
+        self.norms = torch.nn.ModuleList(torch.nn.LayerNorm(width) for _ in range(count))
+        self.linears = torch.nn.ModuleList(torch.nn.Linear(width, width) for _ in range(count))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for norm, linear in zip(self.norms, self.linears, strict=True):
+            x = linear(norm(x))
+        return x
+
+
+@pytest.mark.parametrize(("count", "sequence", "width"), [(2, 4, 8), (3, 8, 16), (4, 2, 4)])
+def test_constants_shared_by_layer_norms_are_no_layers_value(
+    count: int, sequence: int, width: int
+) -> None:
+    """A constant the layers share (an eps splat, which export may make a call for XLA's
+    names) is joined with none of the tuple a layer norm computes: a clean export flags
+    nothing."""
+    torch.manual_seed(count * 100 + sequence)
+    model = _Norms(count, width).eval()
+    x = torch.randn(1, sequence, width)
+    program = modelprov.export_stablehlo(model, (x,))
+    report = compare(model, program, (x,))
+    assert not report.diverges and report.first_divergence is None, report.to_text()
+    norms = {row.source.fx_node for row in report.rows if row.source.module_path[:6] == "norms."}
+    assert len(norms) >= count, report.to_text()

@@ -106,7 +106,8 @@ def _joined(
     """(exposed result, error) pairs for one FX node's torch value. A tensor is joined with
     the node's last result of its shape (a computed one before a constant); each element of
     a tuple (batch norm, max with indices) with the results of its shape, the closest when
-    several elements share it."""
+    several elements share it (the computed results, when the node has any: a constant it
+    shares with other nodes is none of its elements)."""
     results = [(p, exposure.results[p]) for p in positions]
     if isinstance(produced, np.ndarray):
         fitting = [(p, r) for p, r in results if _fits(r, produced)]
@@ -119,7 +120,8 @@ def _joined(
         position, _ = (computed or fitting)[-1]
         return [(position, _pair(produced, values[position]))]
     joined: list[tuple[int, Discrepancy | str]] = []
-    for position, result in results:
+    computed = [(p, r) for p, r in results if not r.is_constant]
+    for position, result in computed or results:
         elements = [e for e in produced if e is not None and _fits(result, e)]
         if not elements:
             joined.append((position, f"no element of torch's result has shape {result.shape}"))

@@ -48,7 +48,9 @@ class ExposedResult:
         name: the result's SSA name in ``main`` (``%8``, ``%3#1``).
         nodes: the FX nodes whose ops it leaves (the op's ``modelprov.node`` nodes).
         shape: its static shape.
-        is_constant: it is a ``stablehlo.constant`` (JAX shares those among nodes).
+        is_constant: it is computed from no argument of ``main``: a ``stablehlo.constant``
+            (JAX shares those among nodes), an op reading only such values, or a call of a
+            function without arguments (export's small-splat calls).
         reads: positions (in ``Exposure.results``) of the nearest exposed results it is
             computed from, on the def-use graph of ``main``.
     """
@@ -101,10 +103,15 @@ def expose_node_results(program: StableHLOProgram) -> Exposure:
         returned = list(block.operations)[-1]
         exposed: list[tuple[Any, ExposedResult]] = []
         frontier: dict[Any, frozenset[int]] = {}
+        constant: set[Any] = set()  # values computed from no argument of main
         for op in list(block.operations)[:-1]:
             operation = op.operation
-            reads = frozenset().union(*(frontier.get(v, frozenset()) for v in _reads(operation)))
+            read = _reads(operation)
+            reads = frozenset().union(*(frontier.get(v, frozenset()) for v in read))
             record = program.ops[index_of[operation]]
+            computes_constant = all(value in constant for value in read)
+            if computes_constant:
+                constant.update(operation.results)
             for result in operation.results:
                 nodes = _left_nodes(result, record, program.ops, index_of)
                 shape = _static_shape(result.type)
@@ -120,7 +127,7 @@ def expose_node_results(program: StableHLOProgram) -> Exposure:
                             name=result.get_name(state),
                             nodes=nodes,
                             shape=shape,
-                            is_constant=record.is_constant,
+                            is_constant=computes_constant,
                             reads=tuple(sorted(reads)),
                         ),
                     )
