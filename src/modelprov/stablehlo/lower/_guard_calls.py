@@ -25,6 +25,7 @@ import torch
 
 from modelprov._torch._compat import is_op_overload, op_schema
 from modelprov._torch._fx_lineage import nodes_by_export_name
+from modelprov.stablehlo.lower._no_op_calls import same_value
 
 __all__ = ["thread_guard_calls"]
 
@@ -51,13 +52,7 @@ def _checked_value(
     found = [item for item in read if isinstance(item, torch.fx.Node)]
     if len(found) != 1:
         return None
-    value = found[0]
-    mine, theirs = value.meta.get("val"), checked.meta.get("val")
-    if not isinstance(mine, torch.Tensor) or not isinstance(theirs, torch.Tensor):
-        return None
-    if tuple(mine.shape) != tuple(theirs.shape) or mine.dtype != theirs.dtype:
-        return None
-    return value
+    return found[0] if same_value(found[0], checked) else None
 
 
 def _later_readers(

@@ -25,7 +25,7 @@ import torch
 from modelprov._torch._compat import is_op_overload
 from modelprov._torch._fx_lineage import export_node_names, nodes_by_export_name
 
-__all__ = ["NO_OP_PASS", "restore_no_op_calls"]
+__all__ = ["NO_OP_PASS", "restore_no_op_calls", "same_value"]
 
 NO_OP_PASS = "modelprov_no_op_call"
 """The ``pass_name`` of the ``from_node`` link of each restored node."""
@@ -37,7 +37,7 @@ def _tensor(value: Any) -> bool:
     return isinstance(value, torch.Tensor)
 
 
-def _same_value(node: torch.fx.Node, source: torch.fx.Node) -> bool:
+def same_value(node: torch.fx.Node, source: torch.fx.Node) -> bool:
     """True when ``node``'s output has ``source``'s shape and dtype (an identity's)."""
     mine, theirs = node.meta.get("val"), source.meta.get("val")
     return (
@@ -84,7 +84,7 @@ def restore_no_op_calls(decomposed: torch.fx.GraphModule, original: torch.fx.Gra
         if members.get(call.name) or not call.args or not isinstance(call.args[0], torch.fx.Node):
             continue
         source = call.args[0]
-        if not _same_value(call, source):
+        if not same_value(call, source):
             continue  # a folded constant, a dead call: no identity
         value, read = lowered(source), lowered(source, new=False)
         if value is None or read is None:
@@ -165,7 +165,7 @@ def _certain_reads(
         if any(lowered(other) is value for other in others):
             return None  # the user reads the same value another way: which read is ours?
         group = members.get(user.name)
-        if not group and user.args and user.args[0] is call and _same_value(user, call):
+        if not group and user.args and user.args[0] is call and same_value(user, call):
             continue  # a removed no-op call of this one's value: it reads the restored node
         readers = [node for node in group or () if value in node.all_input_nodes]
         if not readers:
