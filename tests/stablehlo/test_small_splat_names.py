@@ -15,7 +15,7 @@ from unittest import mock
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import modelprov
@@ -45,6 +45,15 @@ class _Steps(torch.nn.Module):  # type: ignore[misc]
             x = _STEPS[op](x, constant)
         return x + self.bias
 
+    def largest_magnitude(self, x: torch.Tensor) -> float:
+        """The largest magnitude any intermediate of ``forward(x)`` reaches."""
+        largest = float(x.abs().max())
+        with torch.no_grad():
+            for op, constant in self.steps:
+                x = _STEPS[op](x, constant)
+                largest = max(largest, float(x.abs().max()))
+        return largest
+
 
 def _names(op_name: str) -> set[str]:
     """The ``module/node`` (or ``node``) parts an optimized-HLO op_name names."""
@@ -64,6 +73,7 @@ _CONSTANTS = st.sampled_from([0.5, 2.0, -3.0, 1e-6, 64.0, 0.125, 7.0])
     shape=_SHAPES,
     steps=st.lists(st.tuples(st.sampled_from(sorted(_STEPS)), _CONSTANTS), min_size=1, max_size=3),
 )
+@example(shape=[2], steps=[("add", 64.0), ("sub", 64.0)])  # failed CI at atol 1e-6 (3.2e-6 off)
 def test_each_small_splat_is_named_by_its_consumer(
     shape: list[int], steps: list[tuple[str, float]]
 ) -> None:
@@ -92,7 +102,9 @@ def test_each_small_splat_is_named_by_its_consumer(
     with torch.no_grad():
         expected = model(x).numpy()
     (output,) = program.run(x)
-    np.testing.assert_allclose(output, expected, rtol=1e-6, atol=1e-6)
+    # XLA may reassociate (``x + 64 - 64``): float32 rounding at the largest intermediate.
+    rounding = 8 * float(np.finfo(np.float32).eps) * model.largest_magnitude(x)
+    np.testing.assert_allclose(output, expected, rtol=1e-6, atol=1e-6 + rounding)
     # The calls compute what the ops did: the same bits as an export without them.
     with mock.patch("modelprov.stablehlo._export.call_small_splats", lambda m, t: 0):
         plain = modelprov.export_stablehlo(model, (x,))
