@@ -575,9 +575,9 @@ def dump_ids(ids: Sequence[str]) -> str:
     """The node-level ``modelprov.sources`` value: a JSON array of source ids."""
     if not ids:
         return "[]"
-    joined = '","'.join(ids)
-    if _JSON_ESCAPED.search(joined) is None:  # nothing to escape: json.dumps' exact text
-        return f'["{joined}"]'
+    # Searched joined by a comma (never escaped): the '","' separator holds quotes.
+    if _JSON_ESCAPED.search(",".join(ids)) is None:  # nothing to escape: json.dumps' text
+        return '["' + '","'.join(ids) + '"]'
     return json.dumps(list(ids), ensure_ascii=False, separators=(",", ":"))
 
 
