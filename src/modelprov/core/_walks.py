@@ -68,8 +68,9 @@ def _walk(graph: ir.Graph, nodes: list[ir.Node], subgraphs: list[ir.Graph]) -> N
 
 
 def nodes_graphs_and_tensors(graph: ir.Graph) -> tuple[Walk, list[TensorAttribute]]:
-    """``nodes_and_graphs`` of a graph, and its nodes' TENSOR attributes (in node order), in
-    one walk: the attributes each node's walk reads anyway."""
+    """``nodes_and_graphs`` of a graph, and its nodes' TENSOR attributes that hold a tensor
+    (not references to a function's attribute), in node order, in one walk: the attributes
+    each node's walk reads anyway."""
     nodes: list[ir.Node] = []
     graphs = [graph]
     tensors: list[TensorAttribute] = []
@@ -95,7 +96,8 @@ def _walk_with_tensors(
         for name, attribute in attributes.items():
             kind = attribute.type
             if kind == _TENSOR:
-                tensors.append((node, name, attribute))
+                if not attribute.is_ref():  # a reference (in a function body) holds none
+                    tensors.append((node, name, attribute))
             elif kind not in _GRAPH_KINDS or attribute.is_ref():
                 continue
             elif kind == _GRAPH:
