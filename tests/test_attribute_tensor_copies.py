@@ -60,3 +60,27 @@ def _check_copy_of_constant(tensor: ir.TensorProtocol) -> None:
         ir.serde.deserialize_tensor(proto.graph.node[0].attribute[0].t).numpy(), tensor.numpy()
     )
     assert model.graph.node(0).attributes["value"].value is tensor
+
+
+def test_a_function_body_referring_to_a_tensor_attribute_is_copied() -> None:
+    # Constant(value=@v) in a function body: the reference holds no tensor to copy.
+    reference = ir.Node(
+        "", "Constant", [], [ir.RefAttr("value", "v", ir.AttributeType.TENSOR)], num_outputs=1
+    )
+    body = ir.Graph([], list(reference.outputs), nodes=[reference], opset_imports={"": 18})
+    function = ir.Function(
+        "local", "F", graph=body, attributes=[ir.Attr("v", ir.AttributeType.TENSOR, None)]
+    )
+    call = ir.Node(
+        "local", "F", [], [ir.AttrTensor("v", ir.tensor([1.0], name="t"))], num_outputs=1
+    )
+    graph = ir.Graph(
+        [], list(call.outputs), nodes=[call], opset_imports={"": 18, "local": 1}, name="main"
+    )
+    model = ir.Model(graph, ir_version=10, functions=[function])
+
+    copy = to_ir_copy(model)
+
+    copied = next(iter(copy.functions.values())).graph.node(0).attributes["value"]
+    assert copied.is_ref() and copied.ref_attr_name == "v"
+    assert copy.graph.node(0).attributes["v"].value is not call.attributes["v"].value

@@ -27,7 +27,7 @@ from modelprov._model_io._ir_check import (
 from modelprov._model_io._proto_check import is_plain_and_valid, read_proto
 from modelprov._model_io._shared_weights import read_sharing_weights, write_sharing_weights
 from modelprov.core._policy import Policies
-from modelprov.core._walks import nodes_and_graphs
+from modelprov.core._walks import TensorAttribute, Walk, nodes_graphs_and_tensors
 from modelprov.errors import InvalidModelError, UsageError
 
 if TYPE_CHECKING:
@@ -45,6 +45,7 @@ __all__ = [
     "graph_input",
     "model_input",
     "run_on_copy",
+    "run_on_walked_copy",
     "to_ir_copy",
     "without_duplicate_keys",
 ]
@@ -189,6 +190,17 @@ def to_ir_copy(
     into it (onnxscript's optimizer names Constant values, renaming a value renames its
     initializer), which would change the caller's proto.
     """
+    return _walked_ir_copy(model, policies, check_text=check_text)[0]
+
+
+def _walked_ir_copy(
+    model: onnx.ModelProto | ir.Model,
+    policies: Policies | None = None,
+    *,
+    check_text: str | None = None,
+) -> tuple[ir.Model, Walk | None]:
+    """``to_ir_copy``, and ``nodes_and_graphs(copy.graph)`` when making the copy walked it
+    (an ``ir.Model`` input), else None."""
     if isinstance(model, ir.Model):
         try:
             copy = checked_clone(model)
@@ -196,62 +208,58 @@ def to_ir_copy(
             if check_text is not None:
                 check_metadata_text(model, check_text)
             raise
-        text = _detach_attribute_tensors(copy, check_text=check_text is not None)
+        text, walked = _detach_attribute_tensors(copy, check_text=check_text is not None)
         if check_text is not None:
             check_metadata_text(copy, check_text, known_text=text)
-        return copy
+        return copy, walked
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
     merge_duplicate_keys(copy, policies)
-    return read_proto(copy)
+    return read_proto(copy), None
 
 
-def _detach_attribute_tensors(model: ir.Model, *, check_text: bool = False) -> bool:
+def _detach_attribute_tensors(model: ir.Model, *, check_text: bool = False) -> tuple[bool, Walk]:
     """Gives every tensor attribute of ``model`` (graphs, subgraphs, functions) a tensor
     object of its own; an ``ir.Tensor``'s data is shared, a tensor read from a proto gets a
-    copy of its proto, other kinds are read into an ``ir.Tensor``. With ``check_text``,
-    returns whether all the model's metadata is text (the holders ``check_metadata_text``
-    reads, in the same walk), else True."""
+    copy of its proto, other kinds are read into an ``ir.Tensor``. Returns whether all the
+    model's metadata is text (with ``check_text``: the holders ``check_metadata_text``
+    reads, in the same walk; else True) and ``nodes_and_graphs(model.graph)``, which the
+    walk found on its way."""
     holders = [model.metadata_props]
-    nodes: list[ir.Node] = []
-    for body in [model.graph] + [function.graph for function in model.functions.values()]:
-        body_nodes, graphs = nodes_and_graphs(body)
-        nodes.extend(body_nodes)
-        if check_text:
+    tensors: list[TensorAttribute] = []
+    main, main_tensors = nodes_graphs_and_tensors(model.graph)
+    walks = [main]
+    tensors += main_tensors
+    for function in model.functions.values():
+        walk, function_tensors = nodes_graphs_and_tensors(function.graph)
+        walks.append(walk)
+        tensors += function_tensors
+    if check_text:
+        for body_nodes, graphs in walks:
             holders += holder_dicts(body_nodes, graphs)
-    tensor_type = ir.AttributeType.TENSOR
-    for node in nodes:
-        attributes = node.attributes
-        # ``Attributes`` is a UserDict: its ``data`` dict iterates without per-item calls.
-        data = getattr(attributes, "data", attributes)
-        if not data:
+    for node, name, attribute in tensors:
+        # The value of a TENSOR attribute is its tensor: as_tensor()'s runtime protocol
+        # check costs more than the copy.
+        tensor = attribute.value
+        if isinstance(tensor, ir.serde.TensorProtoTensor):
+            # Read from a proto: a copy of the proto is a tensor of its own, cheaper
+            # than reading the data into an array.
+            proto = onnx.TensorProto()
+            proto.CopyFrom(tensor.raw)
+            node.attributes[name] = ir.AttrTensor(name, ir.serde.TensorProtoTensor(proto))
             continue
-        tensors = [
-            (name, attribute) for name, attribute in data.items() if attribute.type == tensor_type
-        ]
-        for name, attribute in tensors:
-            # The value of a TENSOR attribute is its tensor: as_tensor()'s runtime protocol
-            # check costs more than the copy.
-            tensor = attribute.value
-            if isinstance(tensor, ir.serde.TensorProtoTensor):
-                # Read from a proto: a copy of the proto is a tensor of its own, cheaper
-                # than reading the data into an array.
-                proto = onnx.TensorProto()
-                proto.CopyFrom(tensor.raw)
-                node.attributes[name] = ir.AttrTensor(name, ir.serde.TensorProtoTensor(proto))
-                continue
-            # A plain ir.Tensor's raw array is shared; a subclass's raw object (torch's
-            # Parameter in a TorchTensor) is read through its own numpy(), which detaches it.
-            data = tensor.raw if type(tensor) is ir.Tensor else tensor.numpy()
-            own = ir.Tensor(
-                data,
-                dtype=tensor.dtype,
-                shape=tensor.shape,
-                name=tensor.name,
-                doc_string=tensor.doc_string,
-            )
-            node.attributes[name] = ir.AttrTensor(name, own)
-    return not check_text or all_text(holders)
+        # A plain ir.Tensor's raw array is shared; a subclass's raw object (torch's
+        # Parameter in a TorchTensor) is read through its own numpy(), which detaches it.
+        data = tensor.raw if type(tensor) is ir.Tensor else tensor.numpy()
+        own = ir.Tensor(
+            data,
+            dtype=tensor.dtype,
+            shape=tensor.shape,
+            name=tensor.name,
+            doc_string=tensor.doc_string,
+        )
+        node.attributes[name] = ir.AttrTensor(name, own)
+    return not check_text or all_text(holders), main
 
 
 def run_on_copy(
@@ -267,6 +275,20 @@ def run_on_copy(
     an ONNXProgram); ``model`` itself is never modified. A proto's weights are not copied
     (shared, see ``_shared_weights``) unless it repeats metadata keys, which ``policies``
     merge in a copy."""
+    return run_on_walked_copy(lambda copy, _walked: pass_(copy), model, policies, where=where)
+
+
+def run_on_walked_copy(
+    pass_: Callable[[ir.Model, Walk | None], ResultT],
+    model: ModelInput,
+    policies: Policies | None = None,
+    *,
+    where: str,
+) -> tuple[ir.Model | onnx.ModelProto, ResultT]:
+    """``run_on_copy`` for a pass that also takes ``nodes_and_graphs(copy.graph)`` when
+    making the copy walked it (None when it did not), so that it need not walk it again.
+    Whichever way the copy is made, its model-local functions were checked (a proto's by
+    the proto checks, an onnx_ir.Model's by ``checked_clone``)."""
     # An onnx_ir model's metadata is checked on its copy (to_ir_copy), not read twice.
     found = model_input(model, where=where, path_as="proto", load_weights=True, check_text=False)
     # The usual proto passes the checks and repeats no key: one walk says both.
@@ -275,9 +297,9 @@ def run_on_copy(
         # Read in place, weights shared with the caller's proto and never written into it.
         copy = read_proto(found, check=not plain)
         shared = read_sharing_weights(copy)
-        result = pass_(copy)
+        result = pass_(copy, None)
         return write_sharing_weights(result.model, shared), result
-    result = pass_(to_ir_copy(found, policies, check_text=where))
+    result = pass_(*_walked_ir_copy(found, policies, check_text=where))
     if isinstance(found, onnx.ModelProto):
         return ir.to_proto(result.model), result
     return result.model, result

@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+from typing import TypeAlias
+
 import onnx_ir as ir
 
-__all__ = ["all_graphs", "all_nodes", "nodes_and_graphs"]
+__all__ = ["Walk", "all_graphs", "all_nodes", "nodes_and_graphs", "nodes_graphs_and_tensors"]
+
+Walk: TypeAlias = tuple[list[ir.Node], list[ir.Graph]]
+"""What ``nodes_and_graphs`` returns: every node and every graph, in its walk's order."""
+TensorAttribute: TypeAlias = tuple[ir.Node, str, ir.Attr]
+"""A node, the name of one of its TENSOR attributes and that attribute."""
 
 _GRAPH = ir.AttributeType.GRAPH
-_GRAPH_KINDS = (_GRAPH, ir.AttributeType.GRAPHS)
+_GRAPHS = ir.AttributeType.GRAPHS
+_TENSOR = ir.AttributeType.TENSOR
+_GRAPH_KINDS = (_GRAPH, _GRAPHS)
 
 
 def all_nodes(graph: ir.Graph) -> list[ir.Node]:
@@ -25,7 +34,7 @@ def all_graphs(graph: ir.Graph) -> list[ir.Graph]:
     return graphs
 
 
-def nodes_and_graphs(graph: ir.Graph) -> tuple[list[ir.Node], list[ir.Graph]]:
+def nodes_and_graphs(graph: ir.Graph) -> Walk:
     """``all_nodes`` and ``all_graphs`` of a graph, in one walk."""
     nodes: list[ir.Node] = []
     graphs = [graph]
@@ -56,3 +65,45 @@ def _walk(graph: ir.Graph, nodes: list[ir.Node], subgraphs: list[ir.Graph]) -> N
         subgraphs.extend(inner)
         for subgraph in inner:
             _walk(subgraph, nodes, subgraphs)
+
+
+def nodes_graphs_and_tensors(graph: ir.Graph) -> tuple[Walk, list[TensorAttribute]]:
+    """``nodes_and_graphs`` of a graph, and its nodes' TENSOR attributes that hold a tensor
+    (not references to a function's attribute), in node order, in one walk: the attributes
+    each node's walk reads anyway."""
+    nodes: list[ir.Node] = []
+    graphs = [graph]
+    tensors: list[TensorAttribute] = []
+    _walk_with_tensors(graph, nodes, graphs, tensors)
+    return (nodes, graphs), tensors
+
+
+def _walk_with_tensors(
+    graph: ir.Graph,
+    nodes: list[ir.Node],
+    subgraphs: list[ir.Graph],
+    tensors: list[TensorAttribute],
+) -> None:
+    """``_walk``, also appending each TENSOR attribute to ``tensors`` (kept apart so that
+    ``_walk``, which most walks use, checks no more than graph kinds)."""
+    for node in graph:
+        nodes.append(node)
+        attributes = node.attributes
+        attributes = getattr(attributes, "data", attributes)
+        if not attributes:
+            continue
+        inner: list[ir.Graph] = []
+        for name, attribute in attributes.items():
+            kind = attribute.type
+            if kind == _TENSOR:
+                if not attribute.is_ref():  # a reference (in a function body) holds none
+                    tensors.append((node, name, attribute))
+            elif kind not in _GRAPH_KINDS or attribute.is_ref():
+                continue
+            elif kind == _GRAPH:
+                inner.append(attribute.as_graph())
+            else:
+                inner.extend(attribute.as_graphs())
+        subgraphs.extend(inner)
+        for subgraph in inner:
+            _walk_with_tensors(subgraph, nodes, subgraphs, tensors)

@@ -6,7 +6,7 @@ import onnx
 import onnx_ir as ir
 from onnx import TensorProto, helper
 
-from modelprov.core._walks import all_graphs, all_nodes
+from modelprov.core._walks import all_graphs, all_nodes, nodes_and_graphs, nodes_graphs_and_tensors
 
 
 def _branch(name: str, depth: int) -> onnx.GraphProto:
@@ -63,3 +63,13 @@ def test_all_graphs_lists_each_nodes_subgraphs_when_reached() -> None:
     graphs = all_graphs(model.graph)
     assert len(graphs) == 15
     assert all(a is b for a, b in zip(graphs, expected, strict=True))
+
+
+def test_nodes_graphs_and_tensors_walks_like_nodes_and_graphs() -> None:
+    model = _nested_model()
+    inner = model.graph.node(0).attributes["then_branch"].as_graph()
+    constant = ir.node("Constant", [], {"value": ir.tensor([1.0])})
+    inner.append(constant)
+    walk, tensors = nodes_graphs_and_tensors(model.graph)
+    assert walk == nodes_and_graphs(model.graph)
+    assert tensors == [(constant, "value", constant.attributes["value"])]

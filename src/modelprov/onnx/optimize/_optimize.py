@@ -19,13 +19,13 @@ import onnx_ir.passes.common as common_passes
 import onnxscript.optimizer
 import onnxscript.rewriter
 
-from modelprov._model_io._convert import ModelInput, ModelProto, run_on_copy
+from modelprov._model_io._convert import ModelInput, ModelProto, run_on_walked_copy
 from modelprov._model_io._ir_check import check_functions
 from modelprov.core._correspond import Change, Snapshot, correspond
 from modelprov.core._policy import Policies
 from modelprov.core._provenance import Provenance
 from modelprov.core._stack_trace import TraceOptions
-from modelprov.core._walks import nodes_and_graphs
+from modelprov.core._walks import Walk, nodes_and_graphs
 from modelprov.onnx._pass_options import OptimizeOptions
 from modelprov.onnx.optimize._function_bodies import (
     add_body_sources,
@@ -150,12 +150,19 @@ class OptimizeProvenancePass(OptimizeOptions, ir.passes.InPlacePass):
         steps = self._run_steps(model)
         return OptimizeResult(model, model_state(model) != before, steps)
 
-    def _run_steps(self, model: ir.Model) -> tuple[StepRecord, ...]:
+    def _run_steps(
+        self, model: ir.Model, *, walked: Walk | None = None, functions_checked: bool = False
+    ) -> tuple[StepRecord, ...]:
         """Optimizes ``model`` in place, provenance kept, and returns what each step did
-        (``call`` without telling whether the model changed, which costs two walks)."""
-        check_functions(model)  # onnxscript would fail deep inside on recursive functions
-        inline_modelprov_calls(model)
-        walked = nodes_and_graphs(model.graph)
+        (``call`` without telling whether the model changed, which costs two walks).
+
+        ``walked``, when given, is ``nodes_and_graphs(model.graph)`` of the model as it is;
+        ``functions_checked`` says the caller checked its model-local functions
+        (``check_functions`` or the proto checks)."""
+        if not functions_checked:
+            check_functions(model)  # onnxscript would fail deep inside on recursive functions
+        if inline_modelprov_calls(model) or walked is None:
+            walked = nodes_and_graphs(model.graph)
         _warn_when_quadratic(len(walked[0]))
         provenance = Provenance.read(model, trace_options=self.trace_options, walked=walked)
         tracker = _Tracker(model, provenance, walked)
@@ -304,9 +311,11 @@ def optimize(
         policies=policies, rules=rules, trace_options=trace_options
     )
 
-    def run(copy: ir.Model) -> OptimizeResult:
-        # The copy is ours: whether it changed is of no use, so skip working that out.
-        return OptimizeResult(copy, True, optimize_pass._run_steps(copy))
+    def run(copy: ir.Model, walked: Walk | None) -> OptimizeResult:
+        # The copy is ours: whether it changed is of no use, so skip working that out. Making
+        # it checked its functions, and walked it when it cloned an onnx_ir.Model.
+        steps = optimize_pass._run_steps(copy, walked=walked, functions_checked=True)
+        return OptimizeResult(copy, True, steps)
 
-    optimized, _ = run_on_copy(run, model, policies, where="optimize")
+    optimized, _ = run_on_walked_copy(run, model, policies, where="optimize")
     return optimized
