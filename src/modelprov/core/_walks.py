@@ -42,10 +42,16 @@ def nodes_and_graphs(graph: ir.Graph) -> Walk:
     return nodes, graphs
 
 
-def _walk(graph: ir.Graph, nodes: list[ir.Node], subgraphs: list[ir.Graph]) -> None:
+def _walk(
+    graph: ir.Graph,
+    nodes: list[ir.Node],
+    subgraphs: list[ir.Graph],
+    tensors: list[TensorAttribute] | None = None,
+) -> None:
     """Appends the nodes of ``graph`` and its subgraphs to ``nodes`` (each node before its
-    subgraphs' nodes) and its subgraphs to ``subgraphs`` (a node's all at once, when the
-    walk reaches it)."""
+    subgraphs' nodes), its subgraphs to ``subgraphs`` (a node's all at once, when the walk
+    reaches it) and, when ``tensors`` is given, each TENSOR attribute holding a tensor (not
+    a reference, in a function body) to it."""
     for node in graph:
         nodes.append(node)
         # ``Attributes`` is a UserDict: its ``data`` dict is read without per-item calls.
@@ -54,49 +60,10 @@ def _walk(graph: ir.Graph, nodes: list[ir.Node], subgraphs: list[ir.Graph]) -> N
         if not attributes:
             continue
         inner: list[ir.Graph] = []
-        for attribute in attributes.values():
-            kind = attribute.type
-            if kind not in _GRAPH_KINDS or attribute.is_ref():
-                continue
-            if kind == _GRAPH:
-                inner.append(attribute.as_graph())
-            else:
-                inner.extend(attribute.as_graphs())
-        subgraphs.extend(inner)
-        for subgraph in inner:
-            _walk(subgraph, nodes, subgraphs)
-
-
-def nodes_graphs_and_tensors(graph: ir.Graph) -> tuple[Walk, list[TensorAttribute]]:
-    """``nodes_and_graphs`` of a graph, and its nodes' TENSOR attributes that hold a tensor
-    (not references to a function's attribute), in node order, in one walk: the attributes
-    each node's walk reads anyway."""
-    nodes: list[ir.Node] = []
-    graphs = [graph]
-    tensors: list[TensorAttribute] = []
-    _walk_with_tensors(graph, nodes, graphs, tensors)
-    return (nodes, graphs), tensors
-
-
-def _walk_with_tensors(
-    graph: ir.Graph,
-    nodes: list[ir.Node],
-    subgraphs: list[ir.Graph],
-    tensors: list[TensorAttribute],
-) -> None:
-    """``_walk``, also appending each TENSOR attribute to ``tensors`` (kept apart so that
-    ``_walk``, which most walks use, checks no more than graph kinds)."""
-    for node in graph:
-        nodes.append(node)
-        attributes = node.attributes
-        attributes = getattr(attributes, "data", attributes)
-        if not attributes:
-            continue
-        inner: list[ir.Graph] = []
         for name, attribute in attributes.items():
             kind = attribute.type
             if kind == _TENSOR:
-                if not attribute.is_ref():  # a reference (in a function body) holds none
+                if tensors is not None and not attribute.is_ref():
                     tensors.append((node, name, attribute))
             elif kind not in _GRAPH_KINDS or attribute.is_ref():
                 continue
@@ -106,4 +73,15 @@ def _walk_with_tensors(
                 inner.extend(attribute.as_graphs())
         subgraphs.extend(inner)
         for subgraph in inner:
-            _walk_with_tensors(subgraph, nodes, subgraphs, tensors)
+            _walk(subgraph, nodes, subgraphs, tensors)
+
+
+def nodes_graphs_and_tensors(graph: ir.Graph) -> tuple[Walk, list[TensorAttribute]]:
+    """``nodes_and_graphs`` of a graph, and its nodes' TENSOR attributes that hold a tensor
+    (not references to a function's attribute), in node order, in one walk: the attributes
+    each node's walk reads anyway."""
+    nodes: list[ir.Node] = []
+    graphs = [graph]
+    tensors: list[TensorAttribute] = []
+    _walk(graph, nodes, graphs, tensors)
+    return (nodes, graphs), tensors
