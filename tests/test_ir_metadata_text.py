@@ -82,7 +82,9 @@ def test_recover_repairs_metadata_that_is_not_text_and_reports_where(data: st.Da
     recovered, report = modelprov.recover_with_report(clean, spoiled)
     assert where in report.repaired
     assert not [
-        (w, k) for w, props in metadata_holders(recovered) for k, v in props.items()
+        (w, k)
+        for w, props in metadata_holders(recovered)
+        for k, v in props.items()
         if type(k) is not str or type(v) is not str
     ]
     assert _entry_of(spoiled, key) == value  # the tool's model is left as it was

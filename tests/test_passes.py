@@ -10,7 +10,7 @@ import onnx
 import onnx_ir as ir
 import onnxscript.optimizer
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import modelprov
@@ -18,6 +18,7 @@ from modelprov.onnx.functions._functionize import FunctionizePass
 from modelprov.onnx.functions._inline import InlineProvenancePass
 from modelprov.onnx.optimize._optimize import OptimizeProvenancePass
 from tests._random_nets import random_net
+from tests._seeded import seeded
 from tests.conftest import fresh_export, plain_export
 
 
@@ -171,7 +172,7 @@ def test_early_stop_stops_on_a_model_read_from_a_file() -> None:
 _SEEDS = st.integers(min_value=0, max_value=2**31)
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@seeded(8)
 @given(_SEEDS, st.booleans())
 def test_generated_models_at_the_fixpoint_report_no_change(seed: int, per_pass: bool) -> None:
     model = ir.from_proto(random_net(seed))

@@ -12,7 +12,7 @@ import onnx.helper as helper
 import onnx_ir as ir
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import modelprov
@@ -22,6 +22,7 @@ from modelprov.onnx.recover._correspondence_check import correspondence_problems
 from modelprov.onnx.recover._tools import TOOLS
 from tests._random_nets import FLOAT as _FLOAT
 from tests._random_nets import random_net as _random_net
+from tests._seeded import seeded
 
 _TOOLS = [(s.tool, dict(s.options)) for s in TOOLS.settings()]
 
@@ -29,7 +30,7 @@ _TOOLS = [(s.tool, dict(s.options)) for s in TOOLS.settings()]
 _SEEDS = st.integers(min_value=0, max_value=2**31)
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@seeded(12)
 @given(_SEEDS, _SEEDS)
 def test_unrelated_models_with_one_signature_and_op_kinds_are_refused(a: int, b: int) -> None:
     original, other = _random_net(a), _random_net(b if b != a else a + 1)
@@ -44,7 +45,7 @@ def test_unrelated_models_with_one_signature_and_op_kinds_are_refused(a: int, b:
     assert other.SerializeToString() == before
 
 
-@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@seeded(3)
 @given(_SEEDS)
 def test_every_tool_output_of_a_generated_net_is_accepted_by_running(seed: int) -> None:
     original = _random_net(seed)

@@ -18,10 +18,11 @@ from unittest import mock
 import numpy as np
 import pytest
 import torch
-from hypothesis import example, given, settings
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 import modelprov
+from tests._seeded import seeded
 from tests.stablehlo import _downstream
 
 pytest.importorskip("jax")
@@ -71,7 +72,7 @@ _SHAPES = st.lists(st.integers(1, 6), min_size=1, max_size=3).filter(
 _CONSTANTS = st.sampled_from([0.5, 2.0, -3.0, 1e-6, 64.0, 0.125, 7.0])
 
 
-@settings(max_examples=20, deadline=None)
+@seeded(20)
 @given(
     shape=_SHAPES,
     steps=st.lists(st.tuples(st.sampled_from(sorted(_STEPS)), _CONSTANTS), min_size=1, max_size=3),

@@ -11,12 +11,13 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import modelprov
 from modelprov.stablehlo import read_hlo_sources, read_mlir_sources
 from modelprov.stablehlo.read._read import attribute_text
+from tests._seeded import seeded
 from tests.stablehlo import _downstream
 
 pytest.importorskip("jax")
@@ -125,7 +126,7 @@ def _c_escape(value: str) -> str:
     return "".join(out)
 
 
-@settings(max_examples=60, deadline=None)
+@seeded(60)
 @given(st.text(max_size=40))
 def test_hlo_text_values_read_back_exactly_as_xla_escapes_them(value: str) -> None:
     text = _HLO.replace("QUOTED", f'custom.note="{_c_escape(value)}"')
