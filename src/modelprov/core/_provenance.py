@@ -214,22 +214,30 @@ class Provenance:
                 deferred.setdefault(node, set()).update(marked)
             else:
                 updated[node] = node_sources.get(old, empty)  # the same set: no copy
+        no_nodes: set[ir.Node] = set()
         for node, claimed in change.absorbed.items():
             computed = set(updated.get(node, empty))
-            own_outputs = change.produced.get(node, set())
+            own_outputs = change.produced.get(node, no_nodes)
             if own_outputs and _is_literal(node):
                 # A literal standing for equal literals (a tool merged them) computes none.
                 own_outputs = {old for old in own_outputs if not _is_literal(old)}
+            folded: list[ir.Node] = []  # constants it only folded: decided below
             for old_node in claimed:
-                if old_node not in constant or old_node in own_outputs:
-                    marked = recall.get(old_node, empty)
+                if old_node in constant and old_node not in own_outputs:
+                    folded.append(old_node)
+                    continue
+                marked = recall.get(old_node) if recall else None
+                if marked:
                     computed.update(node_sources.get(old_node, empty) - marked)
                     deferred.setdefault(node, set()).update(marked)
+                else:
+                    computed.update(node_sources.get(old_node, empty))
+            if not folded:
+                updated[node] = frozenset(computed)
+                continue
             merged = set(computed)
-            for old_node in claimed:
-                if old_node not in constant or old_node in own_outputs:
-                    continue
-                operations, computing = source_kinds()
+            operations, computing = source_kinds()
+            for old_node in folded:
                 # A literal belongs to its source only where the source computes nothing
                 # else: the exporter shares literals between lowerings.
                 owners = computing if _is_literal(old_node) else operations

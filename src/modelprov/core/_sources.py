@@ -502,6 +502,7 @@ def collect_sources(
     node_ids: list[list[str]] = []
     reserved_mark = "\n" + RESERVED_PREFIX
     named: list[str] = []  # ids that nodes name, to be found in the table
+    fx_names: dict[str, str] = {}  # FX node text -> the FX node's name
     for label, metadata in nodes:
         ids_text = metadata.get(NODE_SOURCES_KEY)
         if ids_text is not None:
@@ -529,7 +530,13 @@ def collect_sources(
         if not original and not label:
             node_ids.append([])
             continue
-        base = own_source_id(label, original)
+        # own_source_id, with each distinct FX node text parsed once: the nodes one FX node
+        # lowers to repeat its text.
+        fx_text = original.get(FX_NODE_KEY, "")
+        fx_name = fx_names.get(fx_text)
+        if fx_name is None:
+            fx_name = fx_names[fx_text] = fx_node_text_name(fx_text)
+        base = fx_name or f"node:{label}"
         source_id = base
         while source_id in found and found[source_id] != original:
             variants[base] = variants.get(base, 1) + 1

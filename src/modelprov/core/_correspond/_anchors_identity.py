@@ -221,9 +221,11 @@ _SMALL_LITERAL = 64
 
 def literal_key(node: ir.Node) -> tuple[object, ...] | None:
     """A Constant node's contents as a key, for small literals; None for others."""
-    if node.domain not in ("", "ai.onnx") or len(node.attributes) != 1 or len(node.outputs) != 1:
+    attributes = node.attributes
+    attributes = getattr(attributes, "data", attributes)  # a UserDict: its dict, read directly
+    if len(attributes) != 1 or node.domain not in ("", "ai.onnx") or len(node.outputs) != 1:
         return None
-    ((name, attr),) = node.attributes.items()
+    ((name, attr),) = attributes.items()
     if attr.type == ir.AttributeType.TENSOR:
         # The value of a TENSOR attribute is its tensor: as_tensor()'s runtime protocol
         # check costs more than the rest of this key.
