@@ -79,6 +79,8 @@ writes it every run; any level reads back the same)."""
 
 _NO_METADATA: Mapping[str, str] = types.MappingProxyType({})
 
+_TEXT_TYPES = frozenset({str})
+
 
 @dataclasses.dataclass(frozen=True)
 class Source:
@@ -543,7 +545,7 @@ def collect_sources(
             source_id = f"{base}#{variants[base]}"
         if source_id not in found:
             # A new source: its values are checked here (a known one's equal checked ones).
-            if not all(type(value) is str for value in original.values()):
+            if not set(map(type, original.values())) <= _TEXT_TYPES:  # the types, in C
                 check_text(metadata, where=f"node {label!r}")
             for key, value in original.items():
                 if 4 * len(value) <= MAX_VALUE_BYTES:
