@@ -20,7 +20,7 @@ from collections.abc import Callable
 import onnx
 import onnx_ir as ir
 
-from modelprov.core._walks import nodes_and_graphs
+from modelprov.core._walks import attribute_dict, nodes_and_graphs
 
 __all__ = ["SharedWeights", "read_sharing_weights", "write_sharing_weights"]
 
@@ -98,9 +98,7 @@ def read_sharing_weights(model: ir.Model) -> SharedWeights:
             if value.const_value is not None:
                 value.const_value = own(value.const_value)
     for node in nodes:
-        attributes = node.attributes
-        # ``Attributes`` is a UserDict: its ``data`` dict is read without per-item calls.
-        if getattr(attributes, "data", attributes):
+        if attribute_dict(node):
             _own_attribute_tensors(node, own)
     return SharedWeights(tensors)
 

@@ -463,9 +463,22 @@ def carries_source(label: str, metadata: Mapping[str, str], source: Source) -> b
     )
 
 
-def own_source_id(label: str, metadata: Mapping[str, str]) -> str:
-    """The id a node standing for itself gives its source: FX node name or node:<label>."""
-    return fx_node_name(metadata) or f"node:{label}"
+class FxNames(dict[str, str]):
+    """FX node texts and the names they start with, each text parsed once."""
+
+    def __missing__(self, text: str) -> str:
+        name = self[text] = fx_node_text_name(text)
+        return name
+
+
+def own_source_id(
+    label: str, metadata: Mapping[str, str], fx_names: FxNames | None = None
+) -> str:
+    """The id a node standing for itself gives its source: FX node name or node:<label>
+    (``fx_names``, when given, holds the names of texts parsed before)."""
+    if fx_names is None:
+        return fx_node_name(metadata) or f"node:{label}"
+    return fx_names[metadata.get(FX_NODE_KEY, "")] or f"node:{label}"
 
 
 def original_metadata(metadata: Mapping[str, str]) -> dict[str, str]:
@@ -504,7 +517,7 @@ def collect_sources(
     node_ids: list[list[str]] = []
     reserved_mark = "\n" + RESERVED_PREFIX
     named: list[str] = []  # ids that nodes name, to be found in the table
-    fx_names: dict[str, str] = {}  # FX node text -> the FX node's name
+    fx_names = FxNames()  # the nodes one FX node lowers to repeat its text: parsed once
     for label, metadata in nodes:
         ids_text = metadata.get(NODE_SOURCES_KEY)
         if ids_text is not None:
@@ -532,13 +545,7 @@ def collect_sources(
         if not original and not label:
             node_ids.append([])
             continue
-        # own_source_id, with each distinct FX node text parsed once: the nodes one FX node
-        # lowers to repeat its text.
-        fx_text = original.get(FX_NODE_KEY, "")
-        fx_name = fx_names.get(fx_text)
-        if fx_name is None:
-            fx_name = fx_names[fx_text] = fx_node_text_name(fx_text)
-        base = fx_name or f"node:{label}"
+        base = own_source_id(label, original, fx_names)
         source_id = base
         while source_id in found and found[source_id] != original:
             variants[base] = variants.get(base, 1) + 1

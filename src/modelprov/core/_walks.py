@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TypeAlias
 
 import onnx_ir as ir
 
-__all__ = ["Walk", "all_graphs", "all_nodes", "nodes_and_graphs", "nodes_graphs_and_tensors"]
+__all__ = [
+    "Walk",
+    "all_graphs",
+    "all_nodes",
+    "attribute_dict",
+    "nodes_and_graphs",
+    "nodes_graphs_and_tensors",
+]
 
 Walk: TypeAlias = tuple[list[ir.Node], list[ir.Graph]]
 """What ``nodes_and_graphs`` returns: every node and every graph, in its walk's order."""
@@ -17,6 +25,13 @@ _GRAPH = ir.AttributeType.GRAPH
 _GRAPHS = ir.AttributeType.GRAPHS
 _TENSOR = ir.AttributeType.TENSOR
 _GRAPH_KINDS = (_GRAPH, _GRAPHS)
+
+
+def attribute_dict(node: ir.Node) -> Mapping[str, ir.Attr]:
+    """A node's attributes, read-only: ``Attributes`` is a UserDict, and its ``data`` dict is
+    read without a Python-level call per item."""
+    attributes = node.attributes
+    return getattr(attributes, "data", attributes)
 
 
 def all_nodes(graph: ir.Graph) -> list[ir.Node]:
@@ -54,9 +69,7 @@ def _walk(
     a reference, in a function body) to it."""
     for node in graph:
         nodes.append(node)
-        # ``Attributes`` is a UserDict: its ``data`` dict is read without per-item calls.
-        attributes = node.attributes
-        attributes = getattr(attributes, "data", attributes)
+        attributes = attribute_dict(node)
         if not attributes:
             continue
         inner: list[ir.Graph] = []

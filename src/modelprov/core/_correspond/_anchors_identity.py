@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 import onnx_ir as ir
 
 from modelprov.core._correspond._graph import Matching, Snapshot
+from modelprov.core._walks import attribute_dict
 
 __all__ = ["literal_key", "match_by_identity"]
 
@@ -221,8 +222,7 @@ _SMALL_LITERAL = 64
 
 def literal_key(node: ir.Node) -> tuple[object, ...] | None:
     """A Constant node's contents as a key, for small literals; None for others."""
-    attributes = node.attributes
-    attributes = getattr(attributes, "data", attributes)  # a UserDict: its dict, read directly
+    attributes = attribute_dict(node)
     if len(attributes) != 1 or node.domain not in ("", "ai.onnx") or len(node.outputs) != 1:
         return None
     ((name, attr),) = attributes.items()
