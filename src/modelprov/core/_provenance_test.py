@@ -61,3 +61,51 @@ def test_user_policies_decide_a_user_key() -> None:
     merged = provenance.merged_metadata(indices, set(), policies, label="n")
     assert merged["custom.max"] == "2.5"
     assert merged["custom.note"] == "n0; n1; n2"
+
+
+def _absorbing_step(kept_elsewhere: bool) -> tuple[Provenance, ir.Node]:
+    """Old nodes A (sources a, and r kept only for recall) and B (source b) removed and
+    absorbed by a new node N; a surviving node S has source s, and r too when
+    ``kept_elsewhere``."""
+    from modelprov.core._correspond import Change
+    from modelprov.core._sources import Source, SourceTable
+
+    table = SourceTable(Source.from_metadata(i, {"k": i}) for i in ("a", "b", "r", "s"))
+    a, b, r, s = range(4)
+    old_a, old_b = ir.node("Relu", []), ir.node("Relu", [])
+    x = ir.Value(name="x")
+    survivor = ir.node("Neg", [x])
+    new = ir.node("Abs", [survivor.outputs[0]])
+    graph = ir.Graph([x], new.outputs, nodes=[survivor, new])
+    provenance = Provenance(
+        table=table,
+        node_sources={
+            old_a: frozenset({a, r}),
+            old_b: frozenset({b}),
+            survivor: frozenset({s, r} if kept_elsewhere else {s}),
+        },
+        value_sources={},
+        kept_for_recall={old_a: frozenset({r})},
+    )
+    change = Change(
+        absorbed={new: {old_a, old_b}},
+        replaced={},
+        same={survivor: survivor},
+        new_nodes=[new],
+        removed=[old_a, old_b],
+        eliminated=[],
+        unanchored=[],
+        after_nodes=[survivor, new],
+        after_graphs=[graph],
+    )
+    provenance.apply(change, graph)
+    return provenance, new
+
+
+def test_a_claimed_node_passes_on_what_it_kept_only_for_recall_as_such() -> None:
+    provenance, new = _absorbing_step(kept_elsewhere=False)
+    assert provenance.node_sources[new] == {0, 1, 2}
+    assert provenance.kept_for_recall == {new: {2}}  # still only for recall
+    provenance, new = _absorbing_step(kept_elsewhere=True)
+    assert provenance.node_sources[new] == {0, 1}  # the survivor keeps it
+    assert provenance.kept_for_recall == {}

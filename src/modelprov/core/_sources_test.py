@@ -8,7 +8,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from modelprov.core._sources import Source, SourceTable, collect_sources, dump_ids, parse_ids
+from modelprov.core._sources import (
+    Source,
+    SourceTable,
+    collect_sources,
+    dump_ids,
+    own_source_id,
+    parse_ids,
+)
 from modelprov.errors import MetadataError
 
 TRACE = 'File "/m.py", line 4, in forward\n    k = k.transpose(1, 2)'
@@ -249,3 +256,42 @@ def test_parse_ids_rejects_what_json_rejects(text: str) -> None:
     text = text.replace("\\x01", "\x01")
     with pytest.raises(MetadataError, match="JSON array of source ids"):
         parse_ids(text, where="n")
+
+
+_FX_NAMES = ["mm", "add", "add_1", ""]
+
+
+@st.composite
+def _plain_nodes(draw: st.DrawFn) -> list[tuple[str, dict[str, str]]]:
+    """Plain-export nodes: FX node texts from a small pool (the nodes one FX node lowers to
+    repeat its text), some with other keys too, some without an FX node."""
+    nodes = []
+    for position in range(draw(st.integers(1, 12))):
+        name = draw(st.sampled_from(_FX_NAMES))
+        metadata = _meta(name) if name else {"namespace": "root"}
+        if draw(st.booleans()):
+            metadata["team"] = draw(st.sampled_from(["x", "y"]))
+        label = draw(st.sampled_from([f"n{position}", f"n{position % 3}"]))
+        nodes.append((label, metadata))
+    return nodes
+
+
+@given(_plain_nodes())
+@settings(max_examples=200, derandomize=True, deadline=None)
+def test_collect_sources_ids_follow_the_own_source_id_rule(
+    nodes: list[tuple[str, dict[str, str]]],
+) -> None:
+    """Each node's id is its own source id (variants numbered), equal metadata under one id
+    shares it, and the table holds each node's metadata under its id."""
+    table, ids = collect_sources({}, nodes)
+    by_id: dict[str, dict[str, str]] = {}
+    for (label, metadata), (source_id,) in zip(nodes, ids, strict=True):
+        base = own_source_id(label, metadata)
+        assert source_id == base or source_id.startswith(f"{base}#")
+        assert dict(table.by_id(source_id).metadata) == metadata
+        assert by_id.setdefault(source_id, metadata) == metadata
+    same = {
+        (own_source_id(label, metadata), tuple(metadata.items())): source_id
+        for (label, metadata), (source_id,) in zip(nodes, ids, strict=True)
+    }
+    assert len(set(same.values())) == len(same)  # distinct metadata, distinct ids
