@@ -77,6 +77,11 @@ _ZLIB_LEVEL = 3
 (the default) in a third of the time, and a table is 1-5 % of a model's metadata (optimize
 writes it every run; any level reads back the same)."""
 
+_HEADER_TEXT = json.dumps(
+    {"format": TABLE_FORMAT, "version": TABLE_VERSION}, separators=(",", ":")
+)[:-1]
+"""The sources table document's opening: its format and version, without the closing brace."""
+
 _NO_METADATA: Mapping[str, str] = types.MappingProxyType({})
 
 _TEXT_TYPES = frozenset({str})
@@ -312,13 +317,12 @@ class SourceTable:
         }
         # Lists and dicts built just above hold no cycles: no need for json to look for them.
         plain = json.dumps(body, ensure_ascii=False, separators=(",", ":"), check_circular=False)
+        # The documents are put together as text: json.dumps of the header, the encoding
+        # and the body (or the payload, base64 needs no escapes) writes exactly this.
         packed = base64.b64encode(zlib.compress(plain.encode(), _ZLIB_LEVEL)).decode("ascii")
-        header = {"format": TABLE_FORMAT, "version": TABLE_VERSION}
         if len(packed) < len(plain):
-            document = {**header, "encoding": "zlib+base64", "payload": packed}
-        else:
-            document = {**header, "encoding": "json", **body}
-        return json.dumps(document, ensure_ascii=False, separators=(",", ":"))
+            return f'{_HEADER_TEXT},"encoding":"zlib+base64","payload":"{packed}"}}'
+        return f'{_HEADER_TEXT},"encoding":"json",{plain[1:]}'
 
     @classmethod
     def loads(cls, text: str, *, where: str = "model") -> tuple[SourceTable, list[str]]:
@@ -471,9 +475,7 @@ class FxNames(dict[str, str]):
         return name
 
 
-def own_source_id(
-    label: str, metadata: Mapping[str, str], fx_names: FxNames | None = None
-) -> str:
+def own_source_id(label: str, metadata: Mapping[str, str], fx_names: FxNames | None = None) -> str:
     """The id a node standing for itself gives its source: FX node name or node:<label>
     (``fx_names``, when given, holds the names of texts parsed before)."""
     if fx_names is None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import json
+import zlib
 
 import pytest
 from hypothesis import given, settings
@@ -295,3 +297,42 @@ def test_collect_sources_ids_follow_the_own_source_id_rule(
         for (label, metadata), (source_id,) in zip(nodes, ids, strict=True)
     }
     assert len(set(same.values())) == len(same)  # distinct metadata, distinct ids
+
+
+_TEXTS = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
+
+
+@settings(max_examples=150, derandomize=True, deadline=None)
+@given(
+    st.lists(st.dictionaries(_TEXTS, _TEXTS, max_size=4), max_size=30),
+    st.integers(0, 400),
+)
+def test_a_table_is_written_as_json_itself_writes_the_document(
+    metadatas: list[dict[str, str]], repeat: int
+) -> None:
+    # The document is assembled as text: it must be json.dumps' own text of the document
+    # (compact separators, no ASCII escaping), and read back as it was.
+    table = SourceTable(
+        Source.from_metadata(f"s{i}", {**metadata, "k": "v" * repeat * i})
+        for i, metadata in enumerate(metadatas)
+    )
+    text = table.dumps(carried={"s0"})
+    document = json.loads(text)
+    assert text == json.dumps(document, ensure_ascii=False, separators=(",", ":"))
+    assert list(document)[:3] == ["format", "version", "encoding"]
+    loaded, order = SourceTable.loads(text)
+    assert order == [f"s{i}" for i in range(len(metadatas))]
+    assert {s.id: dict(s.metadata) for s in loaded} == {
+        s.id: dict(s.metadata) for s in table if s.id != "s0"
+    }
+    # Compressed exactly when that makes the document smaller.
+    if document["encoding"] == "zlib+base64":
+        body = zlib.decompress(base64.b64decode(document["payload"])).decode()
+        assert len(document["payload"]) < len(body)
+    else:
+        body = json.dumps(
+            {k: v for k, v in document.items() if k not in ("format", "version", "encoding")},
+            ensure_ascii=False,
+            separators=(",", ":"),
+        )
+        assert len(base64.b64encode(zlib.compress(body.encode(), 3))) >= len(body)

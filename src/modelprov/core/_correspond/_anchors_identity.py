@@ -230,7 +230,9 @@ def literal_key(node: ir.Node) -> tuple[object, ...] | None:
         # The value of a TENSOR attribute is its tensor: as_tensor()'s runtime protocol
         # check costs more than the rest of this key.
         tensor = attr.value
-        dims = tuple(tensor.shape.numpy())  # a proto's tensor builds its shape on each call
+        if type(tensor) is ir.serde.TensorProtoTensor:
+            return _proto_literal_key(name, tensor)
+        dims = tuple(tensor.shape.numpy())
         if math.prod(dims) > _SMALL_LITERAL:  # the tensor's size
             return None
         return (name, tensor.dtype, dims, tensor.tobytes())
@@ -238,6 +240,35 @@ def literal_key(node: ir.Node) -> tuple[object, ...] | None:
     if attr.type in lists and len(attr.value) > _SMALL_LITERAL:
         return None
     return (name, str(attr))
+
+
+_PLAIN_RAW_DATA_TYPES = frozenset(
+    dtype
+    for dtype in ir.DataType
+    if dtype
+    not in (
+        ir.DataType.UNDEFINED,
+        ir.DataType.STRING,
+        ir.DataType.FLOAT6E2M3,  # tobytes() validates their packing first
+        ir.DataType.FLOAT6E3M2,
+    )
+)
+"""Element types whose ``raw_data`` in a proto is exactly what ``tobytes()`` returns."""
+
+
+def _proto_literal_key(name: str, tensor: ir.serde.TensorProtoTensor) -> tuple[object, ...] | None:
+    """``literal_key`` of a tensor read from a proto, from the proto's fields: its ``shape``
+    and ``dtype`` build new objects on each call, and ``tobytes()`` is its ``raw_data`` when
+    the data is stored there (asked of ``tobytes()`` otherwise)."""
+    proto = tensor.raw
+    dims = tuple(proto.dims)
+    if math.prod(dims) > _SMALL_LITERAL:
+        return None
+    dtype = ir.DataType(proto.data_type)
+    # data_location 0 is DEFAULT: the data is in the proto (tobytes() refuses EXTERNAL).
+    if dtype in _PLAIN_RAW_DATA_TYPES and proto.data_location == 0 and proto.HasField("raw_data"):
+        return (name, dtype, dims, proto.raw_data)
+    return (name, dtype, dims, tensor.tobytes())
 
 
 def _compatible(old: ir.Value, new: ir.Value) -> bool:
