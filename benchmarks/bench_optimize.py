@@ -16,9 +16,11 @@ the median of its per-repetition ratios (each pair ran back to back, under the s
 the ratio of the fastest runs (least disturbed by other processes), and the medians over the
 models (target <= 1.05, issue 12), with the 90 % interval of that median when each model's
 repetitions are drawn again with replacement (how far this machine's noise moves it).
-Each model's 90 % interval is printed too, and the highest ratio (target <= 1.05 on each),
-with how many models are over the target, and how many even at the low end of their
-interval (over it beyond this machine's noise).
+``--seconds`` (default 1): a model optimized in 10 ms varies by more than the target between
+two runs, so each model is repeated at least ``--repeat`` times and as often as takes that many
+seconds of onnxscript's time (at most 60). Each model's 90 % interval is printed too, and
+the highest ratio (target <= 1.05 on each), with how many models are over the target, and
+how many even at the low end of their interval (over it beyond this machine's noise).
 
 ``--own`` (with ``--zoo``): where modelprov's own time goes. Each repetition times
 onnxscript's ``optimize_ir`` on a clone and ``modelprov.optimize`` stage by stage (thread CPU
@@ -48,6 +50,7 @@ import argparse
 import gc
 import json
 import logging
+import math
 import os
 import random
 import statistics
@@ -75,8 +78,23 @@ PEAK_TARGET = 1.10
 """modelprov.optimize(ModelProto)'s peak memory over onnxscript's optimize(ModelProto)."""
 
 
-def zoo(names: list[str], repeat: int, cache: str) -> float:
-    """Times both optimizers on each zoo model, interleaved; returns the median ratio."""
+MAX_REPETITIONS = 60
+"""The most repetitions ``--seconds`` gives one model."""
+
+
+def repetitions(seconds_per_run: dict[str, float], repeat: int, seconds: float) -> dict[str, int]:
+    """Per model, at least ``repeat`` repetitions, and as many as take ``seconds`` of
+    onnxscript's time (a run of its warm-up): a graph optimized in 10 ms varies by more than
+    the target between two runs, so its verdict needs more pairs than a 300 ms one."""
+    return {
+        name: max(repeat, min(MAX_REPETITIONS, math.ceil(seconds / max(taken, 1e-6))))
+        for name, taken in seconds_per_run.items()
+    }
+
+
+def zoo(names: list[str], repeat: int, cache: str, seconds: float = 0.0) -> float:
+    """Times both optimizers on each zoo model, interleaved (each at least ``repeat``
+    times, short ones more, see ``repetitions``); returns the median ratio."""
     from benchmarks.bench_zoo import _cached_export
 
     bases = {name: _cached_export(name, cache)[0] for name in names}
@@ -87,14 +105,17 @@ def zoo(names: list[str], repeat: int, cache: str) -> float:
         ("onnxscript", _optimize_ir_copy),
         ("modelprov", modelprov.optimize),
     ]
-    _warm_up(bases.values())
-    for repetition in range(repeat):
+    warm = _warm_up(bases.values())
+    counts = repetitions(dict(zip(names, warm, strict=True)), repeat, seconds)
+    for repetition in range(max(counts.values())):
         for name in names:
+            if repetition >= counts[name]:
+                continue
             order = runners if repetition % 2 == 0 else runners[::-1]
             for label, run in order:
                 times[name][label].append(_cpu_seconds(run, bases[name]))
     print(
-        f"{'model':16s} {'nodes':>6s} {'optimize_ir':>12s} {'modelprov':>10s}  "
+        f"{'model':16s} {'nodes':>6s} {'reps':>5s} {'optimize_ir':>12s} {'modelprov':>10s}  "
         "ratio (median of the per-repetition ratios; of the fastest runs; 90 % interval)"
     )
     ratios, fastest = [], []
@@ -114,14 +135,16 @@ def zoo(names: list[str], repeat: int, cache: str) -> float:
         if own_low > TARGET:
             over.append(name)
         print(
-            f"{name:16s} {len(bases[name].graph):6d} {theirs:11.3f}s {ours:9.3f}s  "
+            f"{name:16s} {len(bases[name].graph):6d} {counts[name]:5d} {theirs:11.3f}s "
+            f"{ours:9.3f}s  "
             f"x{paired:.3f}  x{least:.3f}  x{own_low:.3f}-x{own_high:.3f}"
         )
     median = statistics.median(ratios)
     low, high = _bootstrap_interval({name: _pairs(times[name]) for name in names})
     worst = max(range(len(names)), key=ratios.__getitem__)
     print(
-        f"median ratio modelprov/onnxscript over {len(names)} models, {repeat} repetitions "
+        f"median ratio modelprov/onnxscript over {len(names)} models, {min(counts.values())}-"
+        f"{max(counts.values())} repetitions "
         f"(CPU time): x{median:.3f} (target <= {TARGET}); of the fastest runs: "
         f"x{statistics.median(fastest):.3f}; 90 % interval over resampled repetitions: "
         f"x{low:.3f}-x{high:.3f}; highest: {names[worst]} x{ratios[worst]:.3f} "
@@ -136,12 +159,16 @@ def zoo(names: list[str], repeat: int, cache: str) -> float:
     return median
 
 
-def _warm_up(models: Iterable[ir.Model]) -> None:
+def _warm_up(models: Iterable[ir.Model]) -> list[float]:
     """Runs both optimizers once on each model, untimed: what either imports or caches on
-    its first call of a kind of graph (a subgraph, a function) is no repetition's time."""
+    its first call of a kind of graph (a subgraph, a function) is no repetition's time.
+    Returns the CPU time of one more run of onnxscript's on each, warm."""
+    taken = []
     for model in models:
         _optimize_ir_copy(model)
         modelprov.optimize(model)
+        taken.append(_cpu_seconds(_optimize_ir_copy, model))
+    return taken
 
 
 def own(names: list[str], repeat: int, cache: str) -> None:
@@ -391,6 +418,13 @@ def main() -> None:
     )
     parser.add_argument("--models", default="", help="zoo models (default: all)")
     parser.add_argument(
+        "--seconds",
+        type=float,
+        default=1.0,
+        help="with --zoo: repeat each model at least this many seconds of onnxscript's time "
+        f"(at most {MAX_REPETITIONS} repetitions; 0: --repeat for every model)",
+    )
+    parser.add_argument(
         "--cache",
         default=EXPORT_CACHE,
         help="where zoo exports are kept between runs (as bench_zoo)",
@@ -413,7 +447,7 @@ def main() -> None:
         if args.own:
             own(names, args.repeat, args.cache)
         else:
-            zoo(names, args.repeat, args.cache)
+            zoo(names, args.repeat, args.cache, args.seconds)
         return
     module, inputs = _examples.gpt2(args.layers, args.width)
     with warnings.catch_warnings():
