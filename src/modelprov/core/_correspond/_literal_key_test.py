@@ -65,7 +65,7 @@ def _tensor_protos(draw: st.DrawFn) -> onnx.TensorProto:
             min_size=size * np.dtype(dtype).itemsize, max_size=size * np.dtype(dtype).itemsize
         )
     )
-    array = (
+    array: np.ndarray = (
         np.frombuffer(raw, dtype=np.uint8).view(dtype).reshape(shape)
         if size
         else np.zeros(shape, dtype)
